@@ -1,0 +1,218 @@
+//! The HTTP surface: routes, authentication, content negotiation and `Status` responses.
+//!
+//! Handlers here translate requests into registry calls and registry results into responses;
+//! no lifecycle rule lives in this module.
+
+mod path;
+mod resource;
+mod table;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::discovery::{self, AGGREGATED_DISCOVERY_V2};
+use crate::metrics::Metrics;
+use crate::openapi;
+use crate::pki::TokenAuthenticator;
+use crate::registry::Registry;
+use crate::status::ApiError;
+
+pub use path::{ApiPath, ResourcePath, parse as parse_path};
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub authenticator: Arc<TokenAuthenticator>,
+    pub metrics: Arc<Metrics>,
+    /// `host:port` clients reach the server at, for `/api`'s serverAddressByClientCIDRs.
+    pub server_address: String,
+    /// Cancelled at shutdown so long-lived watch streams end and connections can drain.
+    pub shutdown: CancellationToken,
+}
+
+/// Builds the router for every endpoint the server offers.
+pub fn router(state: AppState) -> Router {
+    let authenticated = Router::new()
+        .route("/version", get(version))
+        .route("/api", get(api_root))
+        .route("/apis", get(apis_root))
+        .route("/api/{*rest}", any(resource::dispatch))
+        .route("/apis/{*rest}", any(resource::dispatch))
+        .route("/openapi/v3", get(openapi_index))
+        .route("/openapi/v3/{*rest}", get(openapi_document))
+        .route("/openapi/v2", get(openapi_v2))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(health))
+        .merge(authenticated)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            record_metrics,
+        ))
+        // Bodies are read with our own limit so that an oversized one gets a `Status`.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// Renders an error as a Kubernetes `Status` response.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json_response(code, &self.to_status())
+    }
+}
+
+pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (
+        code,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
+}
+
+async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match state.authenticator.authenticate(authorization) {
+        Ok(_identity) => next.run(request).await,
+        Err(error) => ApiError::unauthorized(error.to_string()).into_response(),
+    }
+}
+
+async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let is_watch = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let response = next.run(request).await;
+    let verb = if is_watch {
+        "WATCH".to_string()
+    } else {
+        method.to_string()
+    };
+    state
+        .metrics
+        .observe_request(&verb, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+async fn version() -> Response {
+    json_response(StatusCode::OK, &discovery::version())
+}
+
+fn discovery_response(
+    headers: &HeaderMap,
+    aggregated: impl FnOnce() -> Value,
+    legacy: impl FnOnce() -> Value,
+) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if discovery::wants_aggregated(accept) {
+        let body = serde_json::to_vec(&aggregated()).unwrap_or_default();
+        return (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(AGGREGATED_DISCOVERY_V2),
+            )],
+            body,
+        )
+            .into_response();
+    }
+    json_response(StatusCode::OK, &legacy())
+}
+
+async fn api_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let catalog = state.registry.catalog();
+    discovery_response(
+        &headers,
+        || discovery::aggregated(catalog, true),
+        || discovery::core_versions(&state.server_address),
+    )
+}
+
+async fn apis_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let catalog = state.registry.catalog();
+    discovery_response(
+        &headers,
+        || discovery::aggregated(catalog, false),
+        || discovery::group_list(catalog),
+    )
+}
+
+async fn openapi_index(State(state): State<AppState>) -> Response {
+    json_response(StatusCode::OK, &openapi::index(state.registry.catalog()))
+}
+
+async fn openapi_document(
+    State(state): State<AppState>,
+    axum::extract::Path(rest): axum::extract::Path<String>,
+) -> Response {
+    match openapi::document(state.registry.catalog(), &rest) {
+        Some(doc) => json_response(StatusCode::OK, &doc),
+        None => ApiError::new(404, "NotFound", format!("no OpenAPI document for {rest:?}"))
+            .into_response(),
+    }
+}
+
+/// OpenAPI v2 is protobuf-only for kubectl; not serving it makes kubectl use v3.
+async fn openapi_v2() -> Response {
+    ApiError::new(404, "NotFound", "OpenAPI v2 is not served; use /openapi/v3").into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => ApiError::internal(format!("cannot encode metrics: {error}")).into_response(),
+    }
+}
+
+async fn not_found(request: Request<Body>) -> Response {
+    ApiError::new(
+        404,
+        "NotFound",
+        format!(
+            "the server could not find the requested resource ({})",
+            request.uri().path()
+        ),
+    )
+    .into_response()
+}

@@ -1,0 +1,513 @@
+//! Handlers for resource paths: parse the request, call the registry, shape the response.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, header};
+use http_body_util::BodyExt;
+use rand::Rng;
+use serde_json::Value;
+
+use super::path::{ApiPath, ResourcePath, parse};
+use super::{AppState, json_response, table, watch};
+use crate::discovery;
+use crate::registry::{
+    DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions,
+};
+use crate::resources::ResourceType;
+use crate::status::{ApiError, ApiResult};
+
+/// The largest request body accepted, as upstream's default (3 MiB).
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Query parameters, parsed leniently: kube-rs sends `?&a=b` and bare `?`.
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(raw: Option<&str>) -> Self {
+        let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+            .filter(|(k, _)| !k.is_empty())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        Query(pairs)
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn flag(&self, key: &str) -> ApiResult<bool> {
+        match self.get(key) {
+            None | Some("") | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "invalid value {other:?} for {key}: use true or false"
+            ))),
+        }
+    }
+
+    fn number(&self, key: &str) -> ApiResult<Option<i64>> {
+        self.get(key)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "invalid value {v:?} for {key}: expected an integer"
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    fn dry_run(&self) -> ApiResult<bool> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "invalid dryRun value {other:?}: the only supported value is All"
+            ))),
+        }
+    }
+
+    fn write_options(&self) -> ApiResult<WriteOptions> {
+        Ok(WriteOptions {
+            dry_run: self.dry_run()?,
+            field_manager: self
+                .get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .map(str::to_string),
+        })
+    }
+
+    fn list_options(&self) -> ApiResult<ListOptions> {
+        let limit = self.number("limit")?.unwrap_or(0);
+        if limit < 0 {
+            return Err(ApiError::bad_request("limit must not be negative"));
+        }
+        Ok(ListOptions {
+            label_selector: self.get("labelSelector").map(str::to_string),
+            field_selector: self.get("fieldSelector").map(str::to_string),
+            limit: limit as usize,
+            continue_token: self
+                .get("continue")
+                .filter(|c| !c.is_empty())
+                .map(str::to_string),
+            resource_version: self.get("resourceVersion").map(str::to_string),
+            resource_version_match: self.get("resourceVersionMatch").map(str::to_string),
+        })
+    }
+}
+
+/// The single entry point for `/api/...` and `/apis/...`.
+pub async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
+    match handle(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
+    let (parts, body) = request.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let catalog = state.registry.catalog();
+    let path = parse(parts.uri.path()).ok_or_else(|| not_found_path(parts.uri.path()))?;
+    let resource_path = match path {
+        ApiPath::CoreVersions | ApiPath::Groups => return Err(not_found_path(parts.uri.path())),
+        ApiPath::Group { group } => {
+            return discovery::group(catalog, &group)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(|| not_found_path(parts.uri.path()));
+        }
+        ApiPath::ResourceList { group, version } => {
+            return discovery::resource_list(catalog, &group, &version)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(|| not_found_path(parts.uri.path()));
+        }
+        ApiPath::Resource(resource_path) => resource_path,
+    };
+    let resource = catalog
+        .lookup(
+            &resource_path.group,
+            &resource_path.version,
+            &resource_path.resource,
+        )
+        .ok_or_else(|| not_found_path(parts.uri.path()))?;
+    if resource_path.namespace.is_some() && !resource.namespaced {
+        return Err(not_found_path(parts.uri.path()));
+    }
+    let subresource = match resource_path.subresource.as_deref() {
+        None => Subresource::Main,
+        Some("status") if resource.status_subresource => Subresource::Status,
+        Some(other) => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!(
+                    "the server could not find the requested resource ({} has no {other:?} subresource here)",
+                    resource.plural
+                ),
+            ));
+        }
+    };
+    let request = ResourceRequest {
+        state: &state,
+        resource: &resource,
+        path: &resource_path,
+        query: &query,
+        headers: &parts.headers,
+        subresource,
+    };
+    match (&parts.method, resource_path.name.as_deref()) {
+        (&Method::GET, None) if query.flag("watch")? => request.watch().await,
+        (&Method::GET, None) => request.list().await,
+        (&Method::GET, Some(name)) => request.get(name).await,
+        (&Method::POST, None) => request.create(read_body(body).await?).await,
+        (&Method::PUT, Some(name)) => request.update(name, read_body(body).await?).await,
+        (&Method::PATCH, Some(name)) => request.patch(name, read_body(body).await?).await,
+        (&Method::DELETE, Some(name)) => request.delete(name, read_body(body).await?).await,
+        (&Method::DELETE, None) => request.delete_collection(read_body(body).await?).await,
+        (method, _) => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on {}{}",
+            resource.plural,
+            if resource_path.name.is_some() {
+                "/<name>"
+            } else {
+                ""
+            }
+        ))),
+    }
+}
+
+fn not_found_path(path: &str) -> ApiError {
+    ApiError::new(
+        404,
+        "NotFound",
+        format!("the server could not find the requested resource ({path})"),
+    )
+}
+
+async fn read_body(body: Body) -> ApiResult<Bytes> {
+    let limited = http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES);
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::request_entity_too_large(format!(
+                "the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"
+            )))
+        }
+        Err(error) => Err(ApiError::bad_request(format!(
+            "cannot read the request body: {error}"
+        ))),
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// Decodes an object body: JSON (the default) or YAML.
+fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request has no body: send the object as JSON",
+        ));
+    }
+    match content_type(headers).as_str() {
+        "" | "application/json" | "*/*" => parse_json(body),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body),
+        "application/vnd.kubernetes.protobuf" => Err(ApiError::unsupported_media_type(
+            "protobuf request bodies are not supported yet; send JSON instead, e.g. `kubectl create … --dry-run=client -o yaml | kubectl apply -f -`",
+        )),
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body's content type {other:?} is not supported: use application/json or application/yaml"
+        ))),
+    }
+}
+
+fn parse_json(body: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the request body is not valid JSON: {e} (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("the YAML body is not valid UTF-8"))?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))
+}
+
+/// Whether the client asked for a server-side `Table` (kubectl get).
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|accept| accept.split(',').next())
+        .is_some_and(|first| first.split(';').any(|p| p.trim() == "as=Table"))
+}
+
+struct ResourceRequest<'a> {
+    state: &'a AppState,
+    resource: &'a Arc<ResourceType>,
+    path: &'a ResourcePath,
+    query: &'a Query,
+    headers: &'a HeaderMap,
+    subresource: Subresource,
+}
+
+impl ResourceRequest<'_> {
+    fn namespace(&self) -> Option<&str> {
+        self.path.namespace.as_deref()
+    }
+
+    fn respond(&self, code: StatusCode, object: &Value) -> ApiResult<Response> {
+        if wants_table(self.headers) {
+            return Ok(table::response(code, self.resource, object));
+        }
+        Ok(json_response(code, object))
+    }
+
+    async fn get(&self, name: &str) -> ApiResult<Response> {
+        let object = self
+            .state
+            .registry
+            .get(self.resource, self.namespace(), name)
+            .await?;
+        self.respond(StatusCode::OK, &object)
+    }
+
+    async fn list(&self) -> ApiResult<Response> {
+        let list = self
+            .state
+            .registry
+            .list(self.resource, self.namespace(), &self.query.list_options()?)
+            .await?;
+        self.respond(StatusCode::OK, &list)
+    }
+
+    async fn watch(&self) -> ApiResult<Response> {
+        let options = self.query.list_options()?;
+        let send_initial_events = self.query.flag("sendInitialEvents")?;
+        if send_initial_events && options.resource_version_match.as_deref() != Some("NotOlderThan")
+        {
+            return Err(ApiError::invalid(
+                "ListOptions",
+                "meta.k8s.io",
+                "",
+                &[crate::validation::FieldError::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for watch unless the resourceVersionMatch is \"NotOlderThan\"",
+                )],
+            ));
+        }
+        let timeout = match self.query.number("timeoutSeconds")? {
+            Some(seconds) if seconds > 0 => Duration::from_secs(seconds as u64),
+            // Without a timeout the stream is long-lived; upstream picks 30–60 minutes.
+            _ => Duration::from_secs(rand::rng().random_range(1800..3600)),
+        };
+        let bookmarks = self.query.flag("allowWatchBookmarks")?;
+        let stream = self
+            .state
+            .registry
+            .watch(
+                Arc::clone(self.resource),
+                self.namespace(),
+                &options,
+                send_initial_events,
+            )
+            .await?;
+        Ok(watch::response(
+            stream,
+            watch::Framing {
+                resource: Arc::clone(self.resource),
+                table: wants_table(self.headers),
+                bookmarks: bookmarks || send_initial_events,
+                timeout,
+                shutdown: self.state.shutdown.clone(),
+            },
+        ))
+    }
+
+    async fn create(&self, body: Bytes) -> ApiResult<Response> {
+        let object = decode_object(self.headers, &body)?;
+        let created = self
+            .state
+            .registry
+            .create(
+                self.resource,
+                self.namespace(),
+                object,
+                &self.query.write_options()?,
+            )
+            .await?;
+        self.respond(StatusCode::CREATED, &created)
+    }
+
+    async fn update(&self, name: &str, body: Bytes) -> ApiResult<Response> {
+        let object = decode_object(self.headers, &body)?;
+        let updated = self
+            .state
+            .registry
+            .update(
+                self.resource,
+                self.namespace(),
+                name,
+                object,
+                self.subresource,
+                &self.query.write_options()?,
+            )
+            .await?;
+        self.respond(StatusCode::OK, &updated)
+    }
+
+    async fn patch(&self, name: &str, body: Bytes) -> ApiResult<Response> {
+        let format = match content_type(self.headers).as_str() {
+            "application/json-patch+json" => PatchFormat::Json,
+            "application/merge-patch+json" => PatchFormat::Merge,
+            "application/strategic-merge-patch+json" => PatchFormat::Strategic,
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+                return Err(ApiError::unsupported_media_type(
+                    "server-side apply is not supported yet: use client-side `kubectl apply` or a merge patch",
+                ));
+            }
+            other => {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "the patch content type {other:?} is not supported: use application/json-patch+json, application/merge-patch+json or application/strategic-merge-patch+json"
+                )));
+            }
+        };
+        if self.query.flag("force")? {
+            return Err(ApiError::invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                &[crate::validation::FieldError::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                )],
+            ));
+        }
+        let patch = parse_json(&body)?;
+        let patched = self
+            .state
+            .registry
+            .patch(
+                self.resource,
+                self.namespace(),
+                name,
+                format,
+                &patch,
+                self.subresource,
+                &self.query.write_options()?,
+            )
+            .await?;
+        self.respond(StatusCode::OK, &patched)
+    }
+
+    /// H2: DeleteOptions come from a non-empty body, otherwise from the query.
+    fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteOptions> {
+        if body.iter().any(|b| !b.is_ascii_whitespace()) {
+            let value = parse_json(body)?;
+            let text = |field: &str| value.get(field).and_then(Value::as_str).map(str::to_string);
+            let dry_run = match value.get("dryRun") {
+                None | Some(Value::Null) => false,
+                Some(Value::Array(values)) if values.is_empty() => false,
+                Some(Value::Array(values)) if values.iter().all(|v| v.as_str() == Some("All")) => {
+                    true
+                }
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "DeleteOptions",
+                        "meta.k8s.io",
+                        "",
+                        &[crate::validation::FieldError::not_supported(
+                            "dryRun",
+                            &other.to_string(),
+                            &["All"],
+                        )],
+                    ));
+                }
+            };
+            return Ok(DeleteOptions {
+                grace_period_seconds: value.get("gracePeriodSeconds").and_then(Value::as_i64),
+                propagation_policy: text("propagationPolicy"),
+                orphan_dependents: value.get("orphanDependents").and_then(Value::as_bool),
+                preconditions: Preconditions {
+                    uid: value
+                        .pointer("/preconditions/uid")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    resource_version: value
+                        .pointer("/preconditions/resourceVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                },
+                dry_run,
+            });
+        }
+        Ok(DeleteOptions {
+            grace_period_seconds: self.query.number("gracePeriodSeconds")?,
+            propagation_policy: self
+                .query
+                .get("propagationPolicy")
+                .filter(|p| !p.is_empty())
+                .map(str::to_string),
+            orphan_dependents: match self.query.get("orphanDependents") {
+                None | Some("") => None,
+                Some(_) => Some(self.query.flag("orphanDependents")?),
+            },
+            preconditions: Preconditions::default(),
+            dry_run: self.query.dry_run()?,
+        })
+    }
+
+    async fn delete(&self, name: &str, body: Bytes) -> ApiResult<Response> {
+        let options = self.delete_options(&body)?;
+        let orphan_false = options.orphan_dependents == Some(false);
+        let result = self
+            .state
+            .registry
+            .delete(self.resource, self.namespace(), name, &options)
+            .await?;
+        // H5: 202 only when the object stayed and the deprecated orphanDependents=false was sent.
+        let code = if !result.removed && orphan_false {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
+        };
+        Ok(json_response(code, &result.body))
+    }
+
+    async fn delete_collection(&self, body: Bytes) -> ApiResult<Response> {
+        let options = self.delete_options(&body)?;
+        let list = self
+            .state
+            .registry
+            .delete_collection(
+                self.resource,
+                self.namespace(),
+                &self.query.list_options()?,
+                &options,
+            )
+            .await?;
+        Ok(json_response(StatusCode::OK, &list))
+    }
+}

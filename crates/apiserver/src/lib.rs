@@ -1,0 +1,24 @@
+//! A Kubernetes-compatible API server.
+//!
+//! Layers, from the wire inwards:
+//! - [`http`]: routes, authentication, content negotiation, `Status` errors, watch streaming;
+//! - [`registry`]: the object lifecycle, written once for every kind;
+//! - [`watch_cache`]: the store's event stream, decoded once and fanned out to watchers;
+//! - `finale_store`: revisioned key-value storage.
+//!
+//! [`server`] wires them together with the PKI and the TLS listener.
+
+pub mod discovery;
+pub mod http;
+pub mod metrics;
+pub mod object;
+pub mod openapi;
+pub mod patch;
+pub mod pki;
+pub mod registry;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod validation;
+pub mod watch_cache;

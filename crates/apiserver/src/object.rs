@@ -1,0 +1,96 @@
+//! Accessors for the `metadata` of objects held as JSON values.
+//!
+//! Objects of every kind are `serde_json::Value`s (design decision 3); these helpers keep the
+//! registry free of pointer strings and `Option` plumbing.
+
+use serde_json::{Map, Value, json};
+
+pub fn metadata(object: &Value) -> Option<&Map<String, Value>> {
+    object.get("metadata").and_then(Value::as_object)
+}
+
+/// The `metadata` map, created if absent. Callers must have checked `object` is a JSON object.
+pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    match object.get_mut("metadata") {
+        Some(Value::Object(map)) => map,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    metadata(object)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+}
+
+pub fn name(object: &Value) -> &str {
+    meta_str(object, "name").unwrap_or_default()
+}
+
+pub fn uid(object: &Value) -> &str {
+    meta_str(object, "uid").unwrap_or_default()
+}
+
+pub fn finalizers(object: &Value) -> Vec<String> {
+    metadata(object)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn is_terminating(object: &Value) -> bool {
+    metadata(object)
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+}
+
+pub fn labels(object: &Value) -> Option<&Map<String, Value>> {
+    metadata(object)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+}
+
+/// Kubernetes omits empty lists and maps in metadata; kube-rs's finalizer helper relies on a
+/// missing `finalizers` key (its JSON Patch tests `finalizers == null`).
+pub fn drop_empty_metadata_fields(object: &mut Value) {
+    let metadata = metadata_mut(object);
+    metadata.retain(|_, value| match value {
+        Value::Null => false,
+        Value::Array(list) => !list.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    });
+}
+
+/// The object without `metadata` and `status`: what `generation` tracks.
+pub fn spec_part(object: &Value) -> Value {
+    match object {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// RFC 3339 UTC with second precision, as Kubernetes writes timestamps.
+pub fn timestamp(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub fn now() -> String {
+    timestamp(chrono::Utc::now())
+}

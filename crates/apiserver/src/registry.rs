@@ -1,0 +1,1363 @@
+//! The registry: the one place where the object lifecycle is written down.
+//!
+//! Every write, from HTTP handlers and in-process controllers alike, goes through here:
+//! create, update, patch (via the same guarded update), delete and delete-collection, plus the
+//! consistent reads (get, list with selectors and pagination) and watches. It knows nothing of
+//! HTTP; it speaks JSON objects, [`ResourceType`]s and [`ApiError`]s.
+//!
+//! Rules carry the ids of `shared/spec/deletion-semantics.md` (D*, U*) and
+//! `shared/spec/api-surface.md` sections where they implement one.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use finale_store::{
+    KeyValue, Precondition, RangeRequest, Revision, Store, WriteOp, WriteOutcome, prefix_range,
+};
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::object::{self, metadata_mut};
+use crate::patch;
+use crate::resources::{Catalog, ResourceType};
+use crate::selectors::{FieldSelector, LabelSelector, object_field};
+use crate::status::{ApiError, ApiResult, Details, Target, success_status};
+use crate::validation::{self, FieldError};
+use crate::watch_cache::{WatchCache, WatchRequest, WatchStream};
+
+/// Largest object the registry stores. etcd's default request limit is 1.5 MiB; keeping
+/// objects below it means the etcd backend can hold anything the embedded one can.
+pub const MAX_OBJECT_BYTES: usize = 1_500_000;
+
+/// How many times a guarded update re-reads and retries after losing a race with another
+/// writer, when the client did not pin a resourceVersion itself.
+const UPDATE_RETRIES: usize = 8;
+
+/// Namespaces that must always exist (api-surface §6.1).
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_manager: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub orphan_dependents: Option<bool>,
+    pub preconditions: Preconditions,
+    pub dry_run: bool,
+}
+
+/// The body formats of PATCH (api-surface §6.4), server-side apply aside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchFormat {
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+}
+
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    /// The main resource: for kinds with a status subresource, `.status` is kept as stored.
+    Main,
+    /// `/status`: only `.status` changes.
+    Status,
+}
+
+/// The result of a DELETE.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeleteResult {
+    /// The response body (the object or a success Status, per D12/D7).
+    pub body: Value,
+    /// True when the object left storage (or would have, under dry-run).
+    pub removed: bool,
+}
+
+pub struct Registry {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    watch_cache: Arc<WatchCache>,
+}
+
+/// The stored form of an object: JSON without `resourceVersion`, which is the key's
+/// `mod_revision` and is filled in on every read.
+fn decode(kv: &KeyValue) -> ApiResult<Value> {
+    let mut object: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+        ApiError::internal(format!(
+            "stored object at {} is not valid JSON: {e}",
+            String::from_utf8_lossy(&kv.key)
+        ))
+    })?;
+    set_resource_version(&mut object, kv.mod_revision);
+    Ok(object)
+}
+
+pub fn set_resource_version(object: &mut Value, revision: Revision) {
+    metadata_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
+}
+
+fn encode(object: &Value) -> ApiResult<Vec<u8>> {
+    let mut stored = object.clone();
+    metadata_mut(&mut stored).remove("resourceVersion");
+    let bytes = serde_json::to_vec(&stored)
+        .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?;
+    if bytes.len() > MAX_OBJECT_BYTES {
+        return Err(ApiError::request_entity_too_large(format!(
+            "the object is {} bytes; the limit is {MAX_OBJECT_BYTES} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
+fn parse_resource_version(value: &str, what: &str) -> ApiResult<Revision> {
+    value.parse::<Revision>().ok().filter(|rv| *rv >= 0).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid {what} {value:?}: a resourceVersion is a decimal number returned by the server"
+        ))
+    })
+}
+
+fn target<'a>(resource: &'a ResourceType, name: &'a str) -> Target<'a> {
+    Target {
+        group: &resource.group,
+        resource: &resource.plural,
+        name,
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    /// The revision the first page was read at; every page is read there.
+    rv: Revision,
+    /// The key to resume from (inclusive).
+    start: String,
+}
+
+fn encode_continue(token: &ContinueToken) -> String {
+    let json = serde_json::to_vec(token).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: pass back the continue token from the previous list response unchanged",
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    serde_json::from_slice(&bytes).map_err(|_| bad())
+}
+
+/// A random `generateName` suffix from the alphabet upstream uses (no vowels, no confusable
+/// characters).
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+impl Registry {
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, watch_cache: Arc<WatchCache>) -> Self {
+        Registry {
+            store,
+            catalog,
+            watch_cache,
+        }
+    }
+
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Creates the system namespaces if they are missing. Safe to run on every start.
+    pub async fn bootstrap(&self) -> ApiResult<()> {
+        let namespaces = self
+            .catalog
+            .lookup("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("the namespaces resource is not registered"))?;
+        for name in SYSTEM_NAMESPACES {
+            let object =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match self
+                .create(&namespaces, None, object, &WriteOptions::default())
+                .await
+            {
+                Ok(_) => tracing::info!(namespace = name, "created system namespace"),
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    // ----- reads -------------------------------------------------------------------------
+
+    pub async fn get(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Value> {
+        let key = resource.object_key(namespace, name);
+        let (kv, _) = self.store.get(key.as_bytes()).await?;
+        let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
+        decode(&kv)
+    }
+
+    /// api-surface §5: a consistent list at one revision, filtered by selectors, paginated
+    /// with `limit`/`continue` so that every page is read at the first page's revision.
+    pub async fn list(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> ApiResult<Value> {
+        let labels = parse_label_selector(options.label_selector.as_deref())?;
+        let fields = parse_field_selector(resource, options.field_selector.as_deref())?;
+        let collection = resource.collection_prefix(namespace);
+        let full_range = prefix_range(collection.as_bytes());
+
+        let (mut revision, mut start) =
+            match options.continue_token.as_deref().filter(|t| !t.is_empty()) {
+                Some(token) => {
+                    let token = decode_continue(token)?;
+                    if !token.start.starts_with(&collection) {
+                        return Err(ApiError::bad_request(
+                            "continue key does not belong to this collection",
+                        ));
+                    }
+                    (token.rv, token.start.into_bytes())
+                }
+                None => (self.list_revision(options).await?, full_range.start.clone()),
+            };
+
+        // A selector on one name within one namespace (what `kubectl wait` and kube-rs
+        // `await_condition` send) reads that key alone rather than scanning the collection.
+        let mut end = full_range.end.clone();
+        if let Some(name) = fields.as_ref().and_then(FieldSelector::single_name)
+            && (namespace.is_some() || !resource.namespaced)
+            && options.continue_token.is_none()
+        {
+            start = resource.object_key(namespace, name).into_bytes();
+            end = start.clone();
+            end.push(0);
+        }
+
+        let mut items = Vec::new();
+        let mut next_start: Option<Vec<u8>> = None;
+        let page = if options.limit == 0 {
+            0
+        } else {
+            options.limit.max(1)
+        };
+        loop {
+            let batch_limit = if page == 0 {
+                0
+            } else {
+                (page - items.len()).max(page / 2).max(16)
+            };
+            let response = self
+                .store
+                .range(RangeRequest { range: start.clone()..end.clone(), limit: batch_limit, revision })
+                .await
+                .map_err(|e| match e {
+                    finale_store::StoreError::Compacted { .. } if options.continue_token.is_some() => ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    ),
+                    other => other.into(),
+                })?;
+            revision = response.revision;
+            let mut last_key = None;
+            for kv in &response.kvs {
+                last_key = Some(kv.key.clone());
+                let object = decode(kv)?;
+                if matches_selectors(&object, labels.as_ref(), fields.as_ref()) {
+                    items.push(object);
+                    if page != 0 && items.len() == page {
+                        // Stop exactly at the limit; resume after this key.
+                        let mut resume = kv.key.clone();
+                        resume.push(0);
+                        next_start = Some(resume);
+                        break;
+                    }
+                }
+            }
+            if next_start.is_some() {
+                // Only hand out a token if something may follow.
+                let after = next_start.clone().unwrap_or_default();
+                let probe = self
+                    .store
+                    .range(RangeRequest {
+                        range: after.clone()..end.clone(),
+                        limit: 1,
+                        revision,
+                    })
+                    .await?;
+                if probe.kvs.is_empty() {
+                    next_start = None;
+                }
+                break;
+            }
+            match (response.more, last_key) {
+                (true, Some(mut key)) => {
+                    key.push(0);
+                    start = key;
+                }
+                _ => break,
+            }
+        }
+
+        for item in &mut items {
+            strip_type_meta(item);
+        }
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if let Some(next) = next_start {
+            metadata["continue"] = json!(encode_continue(&ContinueToken {
+                rv: revision,
+                start: String::from_utf8_lossy(&next).into_owned(),
+            }));
+        }
+        Ok(json!({
+            "kind": resource.list_kind,
+            "apiVersion": resource.api_version(),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    /// Which revision a list (first page) reads at: api-surface §5 `resourceVersion` rules.
+    async fn list_revision(&self, options: &ListOptions) -> ApiResult<Revision> {
+        let requested = options
+            .resource_version
+            .as_deref()
+            .filter(|rv| !rv.is_empty());
+        match (
+            options
+                .resource_version_match
+                .as_deref()
+                .filter(|m| !m.is_empty()),
+            requested,
+        ) {
+            (Some(_), None) => Err(ApiError::bad_request(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )),
+            (Some("Exact"), Some(rv)) => {
+                let rv = parse_resource_version(rv, "resourceVersion")?;
+                if rv == 0 {
+                    return Err(ApiError::bad_request(
+                        "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+                Ok(rv)
+            }
+            (Some("NotOlderThan") | None, Some(rv)) => {
+                let rv = parse_resource_version(rv, "resourceVersion")?;
+                let current = self.store.current_revision().await?;
+                if rv > current {
+                    return Err(finale_store::StoreError::FutureRevision {
+                        requested: rv,
+                        current,
+                    }
+                    .into());
+                }
+                Ok(0)
+            }
+            (Some(other), Some(_)) => Err(ApiError::bad_request(format!(
+                "resourceVersionMatch {other:?} is not supported: use \"Exact\" or \"NotOlderThan\""
+            ))),
+            (None, None) => Ok(0),
+        }
+    }
+
+    pub async fn watch(
+        &self,
+        resource: Arc<ResourceType>,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        send_initial_events: bool,
+    ) -> ApiResult<WatchStream> {
+        let labels = parse_label_selector(options.label_selector.as_deref())?;
+        let fields = parse_field_selector(&resource, options.field_selector.as_deref())?;
+        let after = match options
+            .resource_version
+            .as_deref()
+            .filter(|rv| !rv.is_empty())
+        {
+            Some(rv) => Some(parse_resource_version(rv, "resourceVersion")?).filter(|rv| *rv > 0),
+            None => None,
+        };
+        // Without a starting revision (or with sendInitialEvents) the watch begins with the
+        // current state as ADDED events, read at one revision.
+        let initial = if after.is_none() || send_initial_events {
+            let snapshot = self
+                .list(
+                    &resource,
+                    namespace,
+                    &ListOptions {
+                        label_selector: options.label_selector.clone(),
+                        field_selector: options.field_selector.clone(),
+                        ..ListOptions::default()
+                    },
+                )
+                .await?;
+            let revision = snapshot
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or(0);
+            let items = snapshot
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            Some((items, revision))
+        } else {
+            None
+        };
+        let (initial_objects, after_revision) = match initial {
+            Some((items, revision)) => (Some(items), revision),
+            None => (None, after.unwrap_or(0)),
+        };
+        Ok(self.watch_cache.watch(WatchRequest {
+            resource,
+            namespace: namespace.map(str::to_string),
+            labels,
+            fields,
+            after_revision,
+            initial_objects,
+            send_initial_events_end: send_initial_events,
+        }))
+    }
+
+    // ----- create ------------------------------------------------------------------------
+
+    /// POST: api-surface §6.2.
+    pub async fn create(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> ApiResult<Value> {
+        check_type_meta(resource, &object)?;
+        let namespace = effective_namespace(resource, namespace, &object)?;
+
+        let metadata = metadata_mut(&mut object);
+        let generate_name = metadata
+            .get("generateName")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let mut name = metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let mut errors = Vec::new();
+        if name.is_empty() {
+            match generate_name.as_deref().filter(|g| !g.is_empty()) {
+                Some(prefix) => {
+                    errors.extend(validation::validate_generate_name(
+                        prefix,
+                        resource.name_rule,
+                    ));
+                    // Upstream keeps the name within 63 bytes: a prefix of at most 58.
+                    let prefix: String = prefix.chars().take(58).collect();
+                    name = format!("{prefix}{}", random_suffix());
+                }
+                None => {}
+            }
+        }
+        if metadata
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+        {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        // Server-owned fields: anything the client sent is replaced (F2).
+        metadata.insert("name".into(), json!(name));
+        if let Some(ns) = &namespace {
+            metadata.insert("namespace".into(), json!(ns));
+        } else {
+            metadata.remove("namespace");
+        }
+        metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        metadata.insert("creationTimestamp".into(), json!(object::now()));
+        if resource.tracks_generation {
+            metadata.insert("generation".into(), json!(1));
+        } else {
+            metadata.remove("generation");
+        }
+        for field in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            metadata.remove(field);
+        }
+        if let Some(manager) = &options.field_manager {
+            validate_field_manager(manager)?;
+        }
+        if resource.status_subresource && resource.group != "" {
+            // api-surface §6.2: a create ignores .status where a status subresource exists
+            // (built-in workloads start with an empty status).
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        if let Some(hook) = resource.defaulting {
+            hook(&mut object);
+        }
+        set_type_meta(resource, &mut object);
+        object::drop_empty_metadata_fields(&mut object);
+
+        errors.extend(validate_object(resource, &object, namespace.as_deref()));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &resource.kind,
+                &resource.group,
+                &name,
+                &errors,
+            ));
+        }
+        if let Some(ns) = &namespace {
+            self.check_namespace_accepts_creates(ns).await?;
+        }
+
+        let key = resource.object_key(namespace.as_deref(), &name);
+        let bytes = encode(&object)?;
+        if options.dry_run {
+            let (existing, _) = self.store.get(key.as_bytes()).await?;
+            if existing.is_some() {
+                return Err(ApiError::already_exists(target(resource, &name)));
+            }
+            return Ok(object);
+        }
+        match self
+            .store
+            .write(
+                WriteOp::Put {
+                    key: key.into_bytes(),
+                    value: bytes,
+                },
+                Precondition::MustNotExist,
+            )
+            .await?
+        {
+            WriteOutcome::Committed(result) => {
+                set_resource_version(&mut object, result.revision);
+                Ok(object)
+            }
+            WriteOutcome::PreconditionFailed { .. } => {
+                Err(ApiError::already_exists(target(resource, &name)))
+            }
+        }
+    }
+
+    /// Namespaced creates need a namespace that exists and is not terminating.
+    async fn check_namespace_accepts_creates(&self, namespace: &str) -> ApiResult<()> {
+        let key = format!("/registry/core/namespaces/{namespace}");
+        let (kv, _) = self.store.get(key.as_bytes()).await?;
+        let kv = kv.ok_or_else(|| ApiError::namespace_not_found(namespace))?;
+        let ns = decode(&kv)?;
+        if object::is_terminating(&ns) {
+            return Err(ApiError::forbidden(format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ))
+            .with_details(Details {
+                name: namespace.to_string(),
+                kind: "namespaces".into(),
+                causes: vec![crate::status::Cause {
+                    reason: "NamespaceTerminating".into(),
+                    message: format!("namespace {namespace} is being terminated"),
+                    field: "metadata.namespace".into(),
+                }],
+                ..Details::default()
+            }));
+        }
+        Ok(())
+    }
+
+    // ----- update ------------------------------------------------------------------------
+
+    /// PUT: api-surface §6.3. A body `resourceVersion` is an optimistic-concurrency
+    /// precondition; without one the update applies to whatever is stored.
+    pub async fn update(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        object: Value,
+        subresource: Subresource,
+        options: &WriteOptions,
+    ) -> ApiResult<Value> {
+        check_type_meta(resource, &object)?;
+        let body_name = object::name(&object);
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        effective_namespace(resource, namespace, &object)?;
+        let pinned = object::meta_str(&object, "resourceVersion")
+            .filter(|rv| !rv.is_empty())
+            .map(|rv| parse_resource_version(rv, "metadata.resourceVersion"))
+            .transpose()?;
+        self.guarded_update(
+            resource,
+            namespace,
+            name,
+            pinned,
+            subresource,
+            options,
+            move |_current| Ok(object.clone()),
+        )
+        .await
+    }
+
+    /// The optimistic-concurrency loop behind PUT and PATCH: read, compute the new object
+    /// with `mutate`, apply the lifecycle rules, write conditioned on the revision read.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn guarded_update<F>(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        pinned_revision: Option<Revision>,
+        subresource: Subresource,
+        options: &WriteOptions,
+        mutate: F,
+    ) -> ApiResult<Value>
+    where
+        F: Fn(&Value) -> ApiResult<Value>,
+    {
+        if let Some(manager) = &options.field_manager {
+            validate_field_manager(manager)?;
+        }
+        let key = resource.object_key(namespace, name);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let (kv, _) = self.store.get(key.as_bytes()).await?;
+            let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
+            if pinned_revision.is_some_and(|rv| rv != kv.mod_revision) {
+                return Err(ApiError::stale_resource_version(target(resource, name)));
+            }
+            let current = decode(&kv)?;
+            let requested = mutate(&current)?;
+            if !requested.is_object() {
+                return Err(ApiError::bad_request("the object must be a JSON object"));
+            }
+            check_type_meta(resource, &requested)?;
+            let candidate = prepare_update(resource, &current, requested, subresource)?;
+
+            let errors = validate_object(resource, &candidate, namespace);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(
+                    &resource.kind,
+                    &resource.group,
+                    name,
+                    &errors,
+                ));
+            }
+
+            // Deleting: the last finalizer of a terminating object is gone, so the update
+            // completes the deletion instead of storing the object.
+            let finishes_deletion =
+                object::is_terminating(&candidate) && object::finalizers(&candidate).is_empty();
+
+            let unchanged = strip_resource_version(&candidate) == strip_resource_version(&current);
+            if unchanged && !finishes_deletion {
+                return Ok(current);
+            }
+            if options.dry_run {
+                return Ok(candidate);
+            }
+            let op = if finishes_deletion {
+                WriteOp::Delete {
+                    key: key.clone().into_bytes(),
+                }
+            } else {
+                WriteOp::Put {
+                    key: key.clone().into_bytes(),
+                    value: encode(&candidate)?,
+                }
+            };
+            match self
+                .store
+                .write(op, Precondition::ModRevision(kv.mod_revision))
+                .await?
+            {
+                WriteOutcome::Committed(result) => {
+                    let mut stored = candidate;
+                    set_resource_version(&mut stored, result.revision);
+                    return Ok(stored);
+                }
+                WriteOutcome::PreconditionFailed { current: None } => {
+                    return Err(ApiError::not_found(target(resource, name)));
+                }
+                WriteOutcome::PreconditionFailed { current: Some(_) } => {
+                    if pinned_revision.is_some() || attempts >= UPDATE_RETRIES {
+                        return Err(ApiError::stale_resource_version(target(resource, name)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// PATCH in any of the formats of api-surface §6.4, through the same guarded update as
+    /// PUT. A `metadata.resourceVersion` the patch sets is a precondition (§6.1).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        format: PatchFormat,
+        patch: &Value,
+        subresource: Subresource,
+        options: &WriteOptions,
+    ) -> ApiResult<Value> {
+        let format = match format {
+            // Strategic merge patch is defined for built-in kinds only; other kinds are
+            // patched as JSON merge patches, as upstream does for custom resources.
+            PatchFormat::Strategic if !resource.builtin => PatchFormat::Merge,
+            other => other,
+        };
+        let mutate = |current: &Value| -> ApiResult<Value> {
+            let patched = match format {
+                PatchFormat::Json => patch::apply_json_patch(current, patch),
+                PatchFormat::Merge => patch::apply_merge_patch(current, patch),
+                PatchFormat::Strategic => {
+                    patch::apply_strategic_merge_patch(current, patch, &patch::BuiltinSchema)
+                }
+            }
+            .map_err(|error| match error {
+                patch::PatchError::Malformed(message) => {
+                    ApiError::bad_request(format!("invalid patch: {message}"))
+                }
+                patch::PatchError::CannotApply(message) => ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the patch cannot be applied: {message}"),
+                ),
+            })?;
+            if object::meta_str(&patched, "resourceVersion")
+                != object::meta_str(current, "resourceVersion")
+            {
+                return Err(ApiError::stale_resource_version(target(resource, name)));
+            }
+            let patched_name = object::name(&patched);
+            if patched_name != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({patched_name}) does not match the name on the URL ({name}): a patch cannot rename an object"
+                )));
+            }
+            Ok(patched)
+        };
+        self.guarded_update(
+            resource,
+            namespace,
+            name,
+            None,
+            subresource,
+            options,
+            mutate,
+        )
+        .await
+    }
+
+    // ----- delete ------------------------------------------------------------------------
+
+    /// DELETE of one object: deletion-semantics §3 (D1–D12) for non-graceful kinds.
+    pub async fn delete(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> ApiResult<DeleteResult> {
+        validate_delete_options(options)?;
+        let key = resource.object_key(namespace, name);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            // D1
+            let (kv, _) = self.store.get(key.as_bytes()).await?;
+            let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
+            let stored = decode(&kv)?;
+            // D3.2: preconditions fail early, naming the Kind.
+            check_delete_preconditions(resource, name, &stored, &options.preconditions)?;
+
+            let finalizers = object::finalizers(&stored);
+            if !finalizers.is_empty() {
+                // D5/D6: finalizers pending → mark terminating (once) and keep the object.
+                if object::is_terminating(&stored) {
+                    return Ok(DeleteResult {
+                        body: stored,
+                        removed: false,
+                    });
+                }
+                let mut marked = stored.clone();
+                let metadata = metadata_mut(&mut marked);
+                metadata.insert("deletionTimestamp".into(), json!(object::now()));
+                metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+                // D14: generation bumps on first entry into terminating.
+                if let Some(generation) = metadata
+                    .get("generation")
+                    .and_then(Value::as_i64)
+                    .filter(|g| *g > 0)
+                {
+                    metadata.insert("generation".into(), json!(generation + 1));
+                }
+                if options.dry_run {
+                    return Ok(DeleteResult {
+                        body: marked,
+                        removed: false,
+                    });
+                }
+                match self
+                    .store
+                    .write(
+                        WriteOp::Put {
+                            key: key.clone().into_bytes(),
+                            value: encode(&marked)?,
+                        },
+                        Precondition::ModRevision(kv.mod_revision),
+                    )
+                    .await?
+                {
+                    WriteOutcome::Committed(result) => {
+                        set_resource_version(&mut marked, result.revision);
+                        return Ok(DeleteResult {
+                            body: marked,
+                            removed: false,
+                        });
+                    }
+                    WriteOutcome::PreconditionFailed { current: None } => {
+                        return Err(ApiError::not_found(target(resource, name)));
+                    }
+                    WriteOutcome::PreconditionFailed { current: Some(_) }
+                        if attempts < UPDATE_RETRIES =>
+                    {
+                        continue;
+                    }
+                    WriteOutcome::PreconditionFailed { current: Some(_) } => {
+                        return Err(ApiError::stale_resource_version(target(resource, name)));
+                    }
+                }
+            }
+
+            // D9: dry-run answers as the real delete would, touching nothing.
+            if options.dry_run {
+                return Ok(DeleteResult {
+                    body: deleted_body(resource, name, stored),
+                    removed: true,
+                });
+            }
+            // D10: conditional on the revision observed; the deleted object carries the
+            // revision of the delete.
+            match self
+                .store
+                .write(
+                    WriteOp::Delete {
+                        key: key.clone().into_bytes(),
+                    },
+                    Precondition::ModRevision(kv.mod_revision),
+                )
+                .await?
+            {
+                WriteOutcome::Committed(result) => {
+                    let mut last = stored;
+                    set_resource_version(&mut last, result.revision);
+                    return Ok(DeleteResult {
+                        body: deleted_body(resource, name, last),
+                        removed: true,
+                    });
+                }
+                WriteOutcome::PreconditionFailed { current: None } => {
+                    return Err(ApiError::not_found(target(resource, name)));
+                }
+                WriteOutcome::PreconditionFailed { current: Some(_) }
+                    if attempts < UPDATE_RETRIES =>
+                {
+                    continue;
+                }
+                WriteOutcome::PreconditionFailed { current: Some(_) } => {
+                    return Err(ApiError::stale_resource_version(target(resource, name)));
+                }
+            }
+        }
+    }
+
+    /// DELETECOLLECTION: deletes every object the selectors match, one by one through
+    /// [`Registry::delete`], and answers with the list of what it acted on.
+    pub async fn delete_collection(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        list_options: &ListOptions,
+        options: &DeleteOptions,
+    ) -> ApiResult<Value> {
+        validate_delete_options(options)?;
+        let mut list_options = list_options.clone();
+        list_options.limit = 0;
+        list_options.continue_token = None;
+        let listed = self.list(resource, namespace, &list_options).await?;
+        let mut deleted = Vec::new();
+        for item in listed
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            let name = object::name(&item).to_string();
+            let item_namespace = object::meta_str(&item, "namespace").map(str::to_string);
+            match self
+                .delete(
+                    resource,
+                    item_namespace.as_deref().or(namespace),
+                    &name,
+                    options,
+                )
+                .await
+            {
+                Ok(result) => deleted.push(
+                    if result.body.get("kind").and_then(Value::as_str) == Some("Status") {
+                        item
+                    } else {
+                        result.body
+                    },
+                ),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for item in &mut deleted {
+            strip_type_meta(item);
+        }
+        Ok(json!({
+            "kind": resource.list_kind,
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": listed.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))},
+            "items": deleted,
+        }))
+    }
+}
+
+/// D12: the deleted object for kinds with the return-deleted-object flag, else a success
+/// Status naming the plural resource.
+fn deleted_body(resource: &ResourceType, name: &str, last: Value) -> Value {
+    if resource.returns_deleted_object {
+        last
+    } else {
+        success_status(target(resource, name), object::uid(&last))
+    }
+}
+
+fn check_delete_preconditions(
+    resource: &ResourceType,
+    name: &str,
+    stored: &Value,
+    preconditions: &Preconditions,
+) -> ApiResult<()> {
+    let kind = if resource.group.is_empty() {
+        resource.kind.clone()
+    } else {
+        format!("{}.{}", resource.kind, resource.group)
+    };
+    let fail = |message: String| {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {kind} \"{name}\": {message}"),
+        )
+        .with_details(Details {
+            name: name.to_string(),
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
+            ..Details::default()
+        })
+    };
+    if let Some(uid) = preconditions.uid.as_deref().filter(|u| !u.is_empty()) {
+        let actual = object::uid(stored);
+        if uid != actual {
+            return Err(fail(format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"
+            )));
+        }
+    }
+    if let Some(rv) = preconditions
+        .resource_version
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        let actual = object::meta_str(stored, "resourceVersion").unwrap_or_default();
+        if rv != actual {
+            return Err(fail(format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// H3: DeleteOptions validation, answered as a 422 about `DeleteOptions.meta.k8s.io`.
+fn validate_delete_options(options: &DeleteOptions) -> ApiResult<()> {
+    let mut errors = Vec::new();
+    if options.orphan_dependents.is_some() && options.propagation_policy.is_some() {
+        errors.push(FieldError::invalid(
+            "propagationPolicy",
+            options.propagation_policy.clone().unwrap_or_default(),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if let Some(policy) = options.propagation_policy.as_deref()
+        && !matches!(policy, "Foreground" | "Background" | "Orphan")
+    {
+        errors.push(FieldError::not_supported(
+            "propagationPolicy",
+            policy,
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &errors,
+        ))
+    }
+}
+
+fn validate_field_manager(manager: &str) -> ApiResult<()> {
+    if manager.chars().count() > 128 {
+        return Err(ApiError::invalid(
+            "PatchOptions",
+            "meta.k8s.io",
+            "",
+            &[FieldError::too_long("fieldManager", manager, 128)],
+        ));
+    }
+    Ok(())
+}
+
+/// Computes the object an update stores: server-owned metadata carried over from `current`,
+/// status-subresource rules, the generation bump, and the terminating-object rules.
+fn prepare_update(
+    resource: &ResourceType,
+    current: &Value,
+    mut requested: Value,
+    subresource: Subresource,
+) -> ApiResult<Value> {
+    let name = object::name(current).to_string();
+    match subresource {
+        Subresource::Status => {
+            // /status changes only .status (and nothing in metadata but what the main
+            // endpoint would carry over anyway).
+            let mut next = current.clone();
+            match requested.get("status") {
+                Some(status) => next["status"] = status.clone(),
+                None => {
+                    if let Some(map) = next.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            requested = next;
+        }
+        Subresource::Main if resource.status_subresource => match current.get("status") {
+            Some(status) => requested["status"] = status.clone(),
+            None => {
+                if let Some(map) = requested.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        },
+        Subresource::Main => {}
+    }
+
+    let current_meta = object::metadata(current).cloned().unwrap_or_default();
+    let metadata = metadata_mut(&mut requested);
+    // F2 and api-surface §6.1: clients cannot change identity or deletion fields.
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "name",
+        "namespace",
+        "generation",
+    ] {
+        match current_meta.get(field) {
+            Some(value) => metadata.insert(field.into(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+    metadata.remove("selfLink");
+
+    // U-rules: a terminating object may not gain finalizers.
+    if object::is_terminating(current) {
+        let before = object::finalizers(current);
+        let added: Vec<String> = object::finalizers(&requested)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                &resource.kind,
+                &resource.group,
+                &name,
+                &[FieldError::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                    ),
+                )],
+            ));
+        }
+    }
+
+    set_type_meta(resource, &mut requested);
+    object::drop_empty_metadata_fields(&mut requested);
+    if resource.tracks_generation && object::spec_part(&requested) != object::spec_part(current) {
+        let generation = current_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        metadata_mut(&mut requested).insert("generation".into(), json!(generation + 1));
+    }
+    Ok(requested)
+}
+
+fn strip_resource_version(object: &Value) -> Value {
+    let mut copy = object.clone();
+    metadata_mut(&mut copy).remove("resourceVersion");
+    copy
+}
+
+/// List items, like upstream's, carry no apiVersion/kind of their own.
+fn strip_type_meta(object: &mut Value) {
+    if let Some(map) = object.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+}
+
+fn set_type_meta(resource: &ResourceType, object: &mut Value) {
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), json!(resource.api_version()));
+        map.insert("kind".into(), json!(resource.kind));
+    }
+}
+
+/// The body's kind and apiVersion, when given, must name the URL's type.
+fn check_type_meta(resource: &ResourceType, object: &Value) -> ApiResult<()> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the request body must be a JSON object (a {}), not {}",
+            resource.kind,
+            json_type_name(object)
+        )));
+    }
+    if let Some(kind) = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        && kind != resource.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the body ({kind}) does not match the kind of the URL's resource ({}): send it to the {} endpoint, or fix the manifest",
+            resource.kind, kind
+        )));
+    }
+    if let Some(api_version) = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        && api_version != resource.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            resource.api_version()
+        )));
+    }
+    if let Some(metadata) = object.get("metadata")
+        && !metadata.is_object()
+        && !metadata.is_null()
+    {
+        return Err(ApiError::bad_request("metadata must be a JSON object"));
+    }
+    Ok(())
+}
+
+fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The namespace an object is written to: from the URL for namespaced kinds (a different one in
+/// the body is a 400), none for cluster-scoped kinds.
+fn effective_namespace(
+    resource: &ResourceType,
+    url_namespace: Option<&str>,
+    object: &Value,
+) -> ApiResult<Option<String>> {
+    let body_namespace = object::meta_str(object, "namespace").filter(|ns| !ns.is_empty());
+    if !resource.namespaced {
+        return Ok(None);
+    }
+    let namespace = match (url_namespace, body_namespace) {
+        (Some(url), Some(body)) if url != body => {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object does not match the namespace sent on the request ({body} vs {url})"
+            )));
+        }
+        (Some(url), _) => url,
+        (None, Some(body)) => body,
+        (None, None) => {
+            return Err(ApiError::bad_request(format!(
+                "{} is namespaced: send it to /…/namespaces/<namespace>/{}",
+                resource.kind, resource.plural
+            )));
+        }
+    };
+    Ok(Some(namespace.to_string()))
+}
+
+/// Validation shared by create and update: names, labels, annotations, finalizers.
+fn validate_object(
+    resource: &ResourceType,
+    object: &Value,
+    namespace: Option<&str>,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let name = object::name(object);
+    if !name.is_empty() || object::meta_str(object, "generateName").is_none() {
+        errors.extend(validation::validate_object_name(name, resource.name_rule));
+    }
+    if let Some(ns) = namespace {
+        errors.extend(validation::validate_namespace_name(ns));
+    }
+    if let Some(metadata) = object::metadata(object) {
+        if let Some(labels) = metadata.get("labels") {
+            match labels.as_object() {
+                Some(map) => errors.extend(validation::validate_labels(map)),
+                None => errors.push(FieldError::invalid(
+                    "metadata.labels",
+                    labels.to_string(),
+                    "must be a map of string keys to string values",
+                )),
+            }
+        }
+        if let Some(annotations) = metadata.get("annotations") {
+            match annotations.as_object() {
+                Some(map) => errors.extend(validation::validate_annotations(map)),
+                None => errors.push(FieldError::invalid(
+                    "metadata.annotations",
+                    annotations.to_string(),
+                    "must be a map of string keys to string values",
+                )),
+            }
+        }
+        if let Some(finalizers) = metadata.get("finalizers") {
+            match finalizers.as_array() {
+                Some(list) => {
+                    for (index, finalizer) in list.iter().enumerate() {
+                        match finalizer.as_str() {
+                            Some(f) => errors.extend(validation::validate_finalizer_name(
+                                f,
+                                &format!("metadata.finalizers[{index}]"),
+                            )),
+                            None => errors.push(FieldError::invalid(
+                                &format!("metadata.finalizers[{index}]"),
+                                finalizer.to_string(),
+                                "must be a string",
+                            )),
+                        }
+                    }
+                }
+                None => errors.push(FieldError::invalid(
+                    "metadata.finalizers",
+                    finalizers.to_string(),
+                    "must be a list of strings",
+                )),
+            }
+        }
+    }
+    errors
+}
+
+fn parse_label_selector(selector: Option<&str>) -> ApiResult<Option<LabelSelector>> {
+    selector
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string())))
+        .transpose()
+}
+
+fn parse_field_selector(
+    resource: &ResourceType,
+    selector: Option<&str>,
+) -> ApiResult<Option<FieldSelector>> {
+    let Some(text) = selector.filter(|s| !s.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let parsed = FieldSelector::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    parsed
+        .validate_fields(&resource.supported_field_labels())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(Some(parsed))
+}
+
+pub fn matches_selectors(
+    object: &Value,
+    labels: Option<&LabelSelector>,
+    fields: Option<&FieldSelector>,
+) -> bool {
+    labels.is_none_or(|selector| selector.matches(object::labels(object)))
+        && fields.is_none_or(|selector| selector.matches(&|path: &str| object_field(object, path)))
+}

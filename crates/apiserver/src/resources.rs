@@ -1,0 +1,400 @@
+//! The catalog of served resource types and their per-kind strategies.
+//!
+//! Built-in kinds and (later) custom resources share one generic lifecycle in the registry;
+//! what differs per kind is data: names, scope, which subresources exist, which name rule
+//! applies, which fields can be selected, whether DELETE returns the object, and a small
+//! defaulting hook. That data lives here and nowhere else.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+
+use crate::validation::NameRule;
+
+/// How an object of this kind is filled in on create (the "PrepareForCreate" hook).
+pub type DefaultingHook = fn(&mut Value);
+
+/// One served resource: a (group, version, plural) and everything the lifecycle needs to know
+/// about its kind.
+#[derive(Clone, Debug)]
+pub struct ResourceType {
+    /// API group; empty for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub list_kind: String,
+    /// The plural resource name used in URLs.
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Has a `/status` subresource: the main endpoint ignores `.status` and vice versa.
+    pub status_subresource: bool,
+    /// Has a `/scale` subresource (served as `autoscaling/v1 Scale`).
+    pub scale_subresource: bool,
+    pub name_rule: NameRule,
+    /// deletion-semantics D13: DELETE answers with the deleted object rather than a Status.
+    pub returns_deleted_object: bool,
+    /// Field-selector labels beyond `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: Vec<String>,
+    pub defaulting: Option<DefaultingHook>,
+    /// Sets `metadata.generation` on create and bumps it on spec changes (workloads and
+    /// custom resources); others, like ConfigMap, leave it unset.
+    pub tracks_generation: bool,
+    /// A kind compiled into the server (strategic merge patch applies), as opposed to a
+    /// custom resource.
+    pub builtin: bool,
+}
+
+impl ResourceType {
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key prefix of every object of this type. One prefix per group and
+    /// resource (not per version), so that versions of one resource share storage.
+    pub fn key_prefix(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("/registry/{group}/{}/", self.plural)
+    }
+
+    /// The prefix of the objects in one namespace, or of all objects when `namespace` is None.
+    pub fn collection_prefix(&self, namespace: Option<&str>) -> String {
+        match (self.namespaced, namespace) {
+            (true, Some(ns)) => format!("{}{ns}/", self.key_prefix()),
+            _ => self.key_prefix(),
+        }
+    }
+
+    pub fn object_key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.collection_prefix(namespace))
+    }
+
+    /// Every field label a field selector may use for this kind.
+    pub fn supported_field_labels(&self) -> Vec<&str> {
+        let mut labels = vec!["metadata.name"];
+        if self.namespaced {
+            labels.push("metadata.namespace");
+        }
+        labels.extend(self.selectable_fields.iter().map(String::as_str));
+        labels
+    }
+
+    /// Subresource names served for this type, in discovery order.
+    pub fn subresources(&self) -> Vec<&'static str> {
+        let mut subs = Vec::new();
+        if self.status_subresource {
+            subs.push("status");
+        }
+        if self.scale_subresource {
+            subs.push("scale");
+        }
+        subs
+    }
+
+    pub fn verbs() -> &'static [&'static str] {
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// Builder for the built-in kinds, so the table below reads as data.
+struct Builtin(ResourceType);
+
+impl Builtin {
+    fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        Builtin(ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            list_kind: format!("{kind}List"),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            namespaced,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            status_subresource: false,
+            scale_subresource: false,
+            name_rule: NameRule::Dns1123Subdomain,
+            returns_deleted_object: false,
+            selectable_fields: Vec::new(),
+            defaulting: None,
+            tracks_generation: false,
+            builtin: true,
+        })
+    }
+    fn short(mut self, names: &[&str]) -> Self {
+        self.0.short_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    fn in_all(mut self) -> Self {
+        self.0.categories = vec!["all".into()];
+        self
+    }
+    fn status(mut self) -> Self {
+        self.0.status_subresource = true;
+        self
+    }
+    fn scale(mut self) -> Self {
+        self.0.scale_subresource = true;
+        self
+    }
+    fn generation(mut self) -> Self {
+        self.0.tracks_generation = true;
+        self
+    }
+    fn names(mut self, rule: NameRule) -> Self {
+        self.0.name_rule = rule;
+        self
+    }
+    fn returns_deleted(mut self) -> Self {
+        self.0.returns_deleted_object = true;
+        self
+    }
+    fn fields(mut self, fields: &[&str]) -> Self {
+        self.0.selectable_fields = fields.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    fn defaulting(mut self, hook: DefaultingHook) -> Self {
+        self.0.defaulting = Some(hook);
+        self
+    }
+}
+
+/// api-surface §11: a namespace is created Active, with the `kubernetes` finalizer and the
+/// immutable name label.
+fn default_namespace(object: &mut Value) {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
+    if let Some(object) = object.as_object_mut() {
+        let spec = object.entry("spec").or_insert_with(|| json!({}));
+        if spec.get("finalizers").is_none() {
+            spec["finalizers"] = json!(["kubernetes"]);
+        }
+        object.insert("status".into(), json!({"phase": "Active"}));
+    }
+}
+
+/// Pods start Pending until a kubelet says otherwise; there is no kubelet here.
+fn default_pod(object: &mut Value) {
+    if let Some(object) = object.as_object_mut() {
+        let status = object.entry("status").or_insert_with(|| json!({}));
+        if status.get("phase").is_none() {
+            status["phase"] = json!("Pending");
+        }
+        let spec = object.entry("spec").or_insert_with(|| json!({}));
+        if spec.get("terminationGracePeriodSeconds").is_none() {
+            spec["terminationGracePeriodSeconds"] = json!(30);
+        }
+    }
+}
+
+fn default_secret(object: &mut Value) {
+    if let Some(object) = object.as_object_mut()
+        && !object.contains_key("type")
+    {
+        object.insert("type".into(), json!("Opaque"));
+    }
+}
+
+fn default_service(object: &mut Value) {
+    if let Some(object) = object.as_object_mut() {
+        let spec = object.entry("spec").or_insert_with(|| json!({}));
+        if spec.get("type").is_none() {
+            spec["type"] = json!("ClusterIP");
+        }
+    }
+}
+
+/// The built-in kinds Finale serves.
+pub fn builtin_types() -> Vec<ResourceType> {
+    let event_fields = [
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ];
+    let pod_fields = [
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ];
+    vec![
+        Builtin::new("", "v1", "Namespace", "namespaces", false)
+            .short(&["ns"])
+            .status()
+            .names(NameRule::Dns1123Label)
+            .returns_deleted()
+            .fields(&["status.phase"])
+            .defaulting(default_namespace)
+            .0,
+        Builtin::new("", "v1", "ConfigMap", "configmaps", true)
+            .short(&["cm"])
+            .0,
+        Builtin::new("", "v1", "Secret", "secrets", true)
+            .fields(&["type"])
+            .defaulting(default_secret)
+            .0,
+        Builtin::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .short(&["sa"])
+            .returns_deleted()
+            .0,
+        Builtin::new("", "v1", "Service", "services", true)
+            .short(&["svc"])
+            .in_all()
+            .status()
+            .names(NameRule::Dns1035Label)
+            .defaulting(default_service)
+            .0,
+        Builtin::new("", "v1", "Pod", "pods", true)
+            .short(&["po"])
+            .in_all()
+            .status()
+            .returns_deleted()
+            .fields(&pod_fields)
+            .defaulting(default_pod)
+            .0,
+        Builtin::new("", "v1", "Event", "events", true)
+            .short(&["ev"])
+            .fields(&event_fields)
+            .0,
+        Builtin::new("events.k8s.io", "v1", "Event", "events", true)
+            .short(&["ev"])
+            .0,
+        Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
+        Builtin::new("apps", "v1", "Deployment", "deployments", true)
+            .short(&["deploy"])
+            .generation()
+            .in_all()
+            .status()
+            .scale()
+            .0,
+        Builtin::new("apps", "v1", "ReplicaSet", "replicasets", true)
+            .short(&["rs"])
+            .generation()
+            .in_all()
+            .status()
+            .scale()
+            .fields(&["status.replicas"])
+            .0,
+        Builtin::new("batch", "v1", "Job", "jobs", true)
+            .generation()
+            .in_all()
+            .status()
+            .fields(&["status.successful"])
+            .0,
+    ]
+}
+
+/// The live set of served resource types, looked up by URL coordinates.
+///
+/// Behind a lock because custom resource definitions add and remove types at run time.
+#[derive(Default)]
+pub struct Catalog {
+    types: RwLock<Vec<Arc<ResourceType>>>,
+}
+
+impl Catalog {
+    pub fn with_builtins() -> Self {
+        let catalog = Catalog::default();
+        for resource in builtin_types() {
+            catalog.add(resource);
+        }
+        catalog
+    }
+
+    pub fn add(&self, resource: ResourceType) {
+        let mut types = self
+            .types
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        types.retain(|t| {
+            !(t.group == resource.group
+                && t.version == resource.version
+                && t.plural == resource.plural)
+        });
+        types.push(Arc::new(resource));
+    }
+
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.all()
+            .into_iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        self.types
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Served groups with their versions in preference order, core group first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut order: Vec<String> = Vec::new();
+        let mut versions: HashMap<String, Vec<String>> = HashMap::new();
+        for t in self.all() {
+            let entry = versions.entry(t.group.clone()).or_default();
+            if entry.is_empty() {
+                order.push(t.group.clone());
+            }
+            if !entry.contains(&t.version) {
+                entry.push(t.version.clone());
+            }
+        }
+        order
+            .into_iter()
+            .map(|group| {
+                let v = versions.remove(&group).unwrap_or_default();
+                (group, v)
+            })
+            .collect()
+    }
+
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.all()
+            .into_iter()
+            .filter(|t| t.group == group && t.version == version)
+            .collect()
+    }
+}

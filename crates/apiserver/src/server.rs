@@ -1,0 +1,226 @@
+//! Wiring: storage, PKI, registry, watch cache and the TLS listener, started and stopped as
+//! one unit.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use finale_store::{RedbStore, RedbStoreOptions, Store};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::http::{AppState, router};
+use crate::metrics::Metrics;
+use crate::pki::{Pki, write_kubeconfig};
+use crate::registry::Registry;
+use crate::resources::Catalog;
+use crate::watch_cache::{WatchCache, WatchCacheOptions};
+
+/// How long a client may take to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for in-flight requests before closing connections.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Extra names and IPs for the serving certificate, beyond 127.0.0.1, ::1 and localhost.
+    pub extra_sans: Vec<String>,
+    pub store: RedbStoreOptions,
+    pub watch_cache: WatchCacheOptions,
+}
+
+impl ServerConfig {
+    pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> Self {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            listen,
+            extra_sans: Vec::new(),
+            store: RedbStoreOptions::default(),
+            watch_cache: WatchCacheOptions::default(),
+        }
+    }
+}
+
+/// A started server. Dropping it does not stop it; call [`RunningServer::shutdown`].
+pub struct RunningServer {
+    pub local_addr: SocketAddr,
+    pub kubeconfig: PathBuf,
+    pub registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    serving: tokio::task::JoinHandle<()>,
+    store: Arc<RedbStore>,
+}
+
+impl RunningServer {
+    /// Stops accepting, ends watches, drains requests (bounded), and closes the store.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        if let Err(error) = self.serving.await {
+            tracing::warn!(%error, "the accept loop ended abnormally");
+        }
+        self.store.close().await;
+    }
+
+    /// A token that stops the server when cancelled (e.g. from a signal handler).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// The URL clients should use: a wildcard listen address is reached on loopback.
+fn client_url(addr: SocketAddr) -> String {
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && addr.is_ipv4() => "127.0.0.1".to_string(),
+        ip if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    format!("https://{host}:{}", addr.port())
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict permissions of {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Opens storage, prepares the PKI, binds the listener and starts serving.
+pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+    // Both ring and (through other crates) aws-lc-rs may be linked; choose explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    create_private_dir(&config.data_dir)?;
+
+    let store = RedbStore::open(&config.data_dir.join("store"), config.store.clone())
+        .with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
+    store.start_compactor();
+    let shared_store: Arc<dyn Store> = store.clone();
+
+    let pki = Pki::load_or_create(&config.data_dir, &config.extra_sans).with_context(|| {
+        format!(
+            "cannot prepare certificates in {}",
+            config.data_dir.display()
+        )
+    })?;
+    let tls = TlsAcceptor::from(
+        pki.server_tls_config()
+            .context("cannot build the TLS configuration")?,
+    );
+
+    let shutdown = CancellationToken::new();
+    let catalog = Arc::new(Catalog::with_builtins());
+    let watch_cache = WatchCache::start(
+        Arc::clone(&shared_store),
+        config.watch_cache.clone(),
+        shutdown.clone(),
+    )
+    .await
+    .context("cannot start the watch cache")?;
+    let registry = Arc::new(Registry::new(shared_store, catalog, watch_cache));
+    registry
+        .bootstrap()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create the system namespaces: {e}"))?;
+
+    let listener = TcpListener::bind(config.listen).await.with_context(|| {
+        format!(
+            "cannot listen on {}: is another server using the port? Pick another with --listen",
+            config.listen
+        )
+    })?;
+    let local_addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let url = client_url(local_addr);
+    let kubeconfig = config.data_dir.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &url, "finale", pki.ca_pem(), pki.admin_token())
+        .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+
+    let state = AppState {
+        registry: Arc::clone(&registry),
+        authenticator: Arc::new(pki.token_authenticator()),
+        metrics: Arc::new(Metrics::new()),
+        server_address: local_addr.to_string(),
+        shutdown: shutdown.clone(),
+    };
+    let app = router(state);
+    let serving = tokio::spawn(accept_loop(listener, tls, app, shutdown.clone()));
+    tracing::info!(%url, data_dir = %config.data_dir.display(), "finale API server is serving");
+    Ok(RunningServer {
+        local_addr,
+        kubeconfig,
+        registry,
+        shutdown,
+        serving,
+        store,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    app: axum::Router,
+    shutdown: CancellationToken,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Every informer is one stream; allow many watches to share an HTTP/2 connection.
+    builder.http2().max_concurrent_streams(1000);
+    let builder = Arc::new(builder);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let tls = tls.clone();
+        let service = TowerToHyperService::new(app.clone());
+        let builder = Arc::clone(&builder);
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            if let Err(error) = watcher.watch(connection.into_owned()).await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}; closing them");
+    }
+}

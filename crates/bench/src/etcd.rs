@@ -1,0 +1,176 @@
+//! The etcd 3.4 baseline: a put worker driven through the etcd-client crate, and an etcd child
+//! process the harness controls itself for the start-time and memory baselines.
+//!
+//! Throughput runs use `finale_e2e::Etcd` (the fixture the test suites use). Start-time and
+//! memory need two things that fixture does not give: the child's pid (to read `/proc`) and
+//! readiness polling finer than its 50 ms step (a cold-start figure quantised to 50 ms would
+//! be mostly quantisation), so [`EtcdProcess`] spawns etcd the same way with those added.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use etcd_client::{Client, ConnectOptions};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::load::Worker;
+
+/// Connects an etcd client to a loopback endpoint with bounded connect and request times.
+pub async fn connect(endpoint: &str) -> anyhow::Result<Client> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(30));
+    Client::connect([endpoint], Some(options))
+        .await
+        .with_context(|| format!("connect to etcd at {endpoint}"))
+}
+
+/// Sequential puts of distinct keys, one at a time: the same load shape as the store writers.
+pub struct EtcdPutter {
+    /// A clone of a shared client: like Kubernetes, every writer multiplexes over one gRPC
+    /// (HTTP/2) connection.
+    pub client: Client,
+    /// Keys are `{prefix}{seq}`, so each worker writes distinct keys.
+    pub prefix: String,
+    pub value: Vec<u8>,
+}
+
+impl Worker for EtcdPutter {
+    async fn op(&mut self, seq: u64) -> anyhow::Result<()> {
+        let key = format!("{}{seq}", self.prefix);
+        self.client
+            .put(key, self.value.clone(), None)
+            .await
+            .context("etcd put")?;
+        Ok(())
+    }
+}
+
+/// A single-member etcd on loopback, as `finale_e2e::Etcd` starts it, killed and reaped on
+/// drop. The data directory belongs to the caller, so a second process can restart on it.
+pub struct EtcdProcess {
+    child: Option<Child>,
+    pub endpoint: String,
+}
+
+/// Free client and peer ports for one etcd, reused on restart so the member's recorded peer
+/// URL stays valid.
+#[derive(Clone, Copy, Debug)]
+pub struct EtcdPorts {
+    pub client: u16,
+    pub peer: u16,
+}
+
+impl EtcdPorts {
+    pub fn pick() -> anyhow::Result<EtcdPorts> {
+        Ok(EtcdPorts {
+            client: finale_e2e::free_port()?,
+            peer: finale_e2e::free_port()?,
+        })
+    }
+}
+
+impl EtcdProcess {
+    /// Spawns etcd on `data_dir` (created by etcd if missing) without waiting for it.
+    pub fn spawn(data_dir: &Path, ports: EtcdPorts) -> anyhow::Result<EtcdProcess> {
+        let endpoint = format!("http://127.0.0.1:{}", ports.client);
+        let peer_url = format!("http://127.0.0.1:{}", ports.peer);
+        let log_path = data_dir.with_extension("log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("open {}", log_path.display()))?;
+        let child = Command::new(std::env::var("ETCD").unwrap_or_else(|_| "etcd".into()))
+            .args(["--name", "finale-bench", "--data-dir"])
+            .arg(data_dir)
+            .args(["--listen-client-urls", &endpoint])
+            .args(["--advertise-client-urls", &endpoint])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("finale-bench={peer_url}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("spawn etcd (install Debian's etcd-server, or set ETCD)")?;
+        Ok(EtcdProcess {
+            child: Some(child),
+            endpoint,
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Polls until a linearizable read succeeds (etcd has elected itself leader and serves
+    /// clients), every `step`, for at most `limit`. Returns when it succeeded, measured from
+    /// `since`.
+    pub async fn wait_until_serving(
+        &mut self,
+        since: Instant,
+        step: Duration,
+        limit: Duration,
+    ) -> anyhow::Result<Duration> {
+        let deadline = Instant::now() + limit;
+        let mut last_error = String::from("never tried");
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                bail!("etcd exited with {status} before it served a request");
+            }
+            match self.try_get(deadline).await {
+                Ok(()) => return Ok(since.elapsed()),
+                Err(error) => last_error = format!("{error:#}"),
+            }
+            tokio::time::sleep(step).await;
+        }
+        bail!("etcd did not serve a request within {limit:?}: {last_error}")
+    }
+
+    /// One attempt: connect (fails fast while nothing listens) and read a key.
+    async fn try_get(&self, deadline: Instant) -> anyhow::Result<()> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let attempt = async {
+            let mut client = connect(&self.endpoint).await?;
+            client.get("/bench/ready", None).await.context("etcd get")?;
+            anyhow::Ok(())
+        };
+        tokio::time::timeout(remaining, attempt)
+            .await
+            .context("timed out")?
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit, so a restart finds the data directory
+    /// released; SIGKILL if it takes too long.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let pid = i32::try_from(child.id()).context("pid out of range")?;
+        kill(Pid::from_raw(pid), Signal::SIGTERM).context("SIGTERM etcd")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("etcd did not exit within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EtcdProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! `finale-bench`: the benchmark harness. Each scenario measures Finale and an etcd 3.4
+//! baseline in the same invocation on the same machine, several times, and prints one table of
+//! medians and ratios on stdout; progress goes to stderr, one line per run.
+//!
+//! ```text
+//! cargo build --release -p finale -p finale-bench
+//! cargo run --release -p finale-bench -- all --runs 5 --seconds 5 --json bench.json
+//! ```
+//!
+//! Every child process (servers, etcd) is killed and reaped, and every temporary directory
+//! removed, when its owner is dropped: on success, on error, and on Ctrl-C or SIGTERM, which
+//! cancel the running scenario (dropping its fixtures) instead of killing the harness outright.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{SignalKind, signal};
+
+mod etcd;
+mod finale;
+mod load;
+mod report;
+mod scenarios;
+mod stats;
+
+use report::{Context as MachineContext, Report};
+use scenarios::Settings;
+
+/// Benchmarks for Finale, each against etcd 3.4 measured in the same run.
+#[derive(Parser)]
+#[command(name = "finale-bench", about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Scenario,
+    /// Runs per figure; the table shows the median.
+    #[arg(long, global = true, default_value_t = 5)]
+    runs: usize,
+    /// Measured seconds per load run (store, http-create).
+    #[arg(long, global = true, default_value_t = 5.0)]
+    seconds: f64,
+    /// Uncounted warm-up seconds before each load run.
+    #[arg(long, global = true, default_value_t = 0.5)]
+    warmup: f64,
+    /// Hard cap on operations per load run.
+    #[arg(long, global = true, default_value_t = 10_000_000)]
+    max_ops: u64,
+    /// Also write every figure and run as JSON to this file.
+    #[arg(long, global = true, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The finale binary [default: `finale` next to this executable, i.e. target/release/finale].
+    #[arg(long, global = true, value_name = "PATH")]
+    finale_bin: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Clone, Copy, PartialEq, Eq, Debug)]
+enum Scenario {
+    /// Durable writes/s of the embedded store with 1 and 64 writers, against etcd puts.
+    Store,
+    /// ConfigMap creates/s over HTTPS with 64 clients, against etcd puts with 64 writers.
+    HttpCreate,
+    /// Spawn to first successful request, fresh and existing data dir, against etcd.
+    ColdStart,
+    /// Resident memory of an idle server after a few requests, against etcd.
+    IdleRss,
+    /// All of the above, in order, with one table at the end.
+    All,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 4] = [
+        Scenario::Store,
+        Scenario::HttpCreate,
+        Scenario::ColdStart,
+        Scenario::IdleRss,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Store => "store",
+            Scenario::HttpCreate => "http-create",
+            Scenario::ColdStart => "cold-start",
+            Scenario::IdleRss => "idle-rss",
+            Scenario::All => "all",
+        }
+    }
+
+    async fn run(self, settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
+        match self {
+            Scenario::Store => scenarios::store::run(settings, report, true).await,
+            Scenario::HttpCreate => scenarios::http_create::run(settings, report).await,
+            Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
+            Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
+            Scenario::All => bail!("`all` is not a single scenario"),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cli.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let duration = |what: &str, seconds: f64| {
+        Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|d| *d <= Duration::from_secs(3600))
+            .with_context(|| format!("--{what} must be between 0 and 3600 seconds"))
+    };
+    let settings = Settings {
+        runs: cli.runs,
+        window: duration("seconds", cli.seconds)?,
+        warmup: duration("warmup", cli.warmup)?,
+        max_ops: cli.max_ops,
+        finale_bin: cli.finale_bin.clone(),
+    };
+    if settings.window.is_zero() {
+        bail!("--seconds must be more than 0");
+    }
+
+    let context = MachineContext::capture(cli.runs, cli.seconds);
+    eprint!("{}", context.render());
+    let mut report = Report::new(context);
+
+    let selected: Vec<Scenario> = match cli.scenario {
+        Scenario::All => Scenario::ALL.to_vec(),
+        one => vec![one],
+    };
+    let mut failed = Vec::new();
+    let mut interrupted = None;
+    let mut terminate = signal(SignalKind::terminate()).context("listen for SIGTERM")?;
+    for scenario in selected {
+        eprintln!("== {} ==", scenario.name());
+        // Cancelling drops the scenario's future, and with it every fixture it holds: that is
+        // what kills the child processes and removes the temporary directories.
+        let outcome = tokio::select! {
+            outcome = scenario.run(&settings, &mut report) => outcome,
+            _ = tokio::signal::ctrl_c() => {
+                interrupted = Some("interrupted (SIGINT)");
+                Err(anyhow::anyhow!("interrupted (SIGINT)"))
+            }
+            _ = terminate.recv() => {
+                interrupted = Some("terminated (SIGTERM)");
+                Err(anyhow::anyhow!("terminated (SIGTERM)"))
+            }
+        };
+        if let Err(error) = outcome {
+            eprintln!("[{}] failed: {error:#}", scenario.name());
+            report
+                .warnings
+                .push(format!("scenario {} failed: {error:#}", scenario.name()));
+            failed.push(scenario.name());
+            if interrupted.is_some() {
+                break;
+            }
+        }
+    }
+
+    println!();
+    print!("{}", report.context.render());
+    println!();
+    print!("{}", report.table());
+    if let Some(path) = &cli.json {
+        let json = report.to_json().context("serialise the results")?;
+        std::fs::write(path, json).with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(why) = interrupted {
+        bail!(
+            "{why}; scenarios that did not complete: {}",
+            failed.join(", ")
+        );
+    }
+    if !failed.is_empty() {
+        bail!("scenarios that did not complete: {}", failed.join(", "));
+    }
+    Ok(())
+}

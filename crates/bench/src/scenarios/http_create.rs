@@ -1,0 +1,128 @@
+//! `http-create`: ConfigMap creates/s over HTTPS with 64 concurrent clients against a
+//! `finale server` process, against raw etcd 3.4 puts with 64 concurrent writers measured in
+//! the same invocation.
+//!
+//! Each client is its own `reqwest::Client` (so 64 HTTP/1.1 keep-alive connections, TLS
+//! trusting only the server's CA, the admin bearer token) and creates ConfigMaps with unique
+//! names and a 512-byte data value, awaiting each `201 Created` before sending the next.
+//! The baseline is what Kubernetes' own API server could at best do on the same machine: the
+//! storage writes alone, with no HTTP, TLS, JSON, validation or watch cache.
+//!
+//! The harness, the server and etcd share the machine's CPUs, so on a small machine the
+//! client's TLS and JSON work competes with the server's; see docs/benchmarks.md.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+
+use crate::etcd;
+use crate::finale::{client_for, locate_binary, start_server};
+use crate::load::Worker;
+use crate::report::{Goal, Report};
+use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
+
+const SCENARIO: &str = "http-create";
+const CLIENTS: usize = 64;
+
+/// Creates ConfigMaps in `default`, one at a time, over its own connection.
+struct ConfigMapCreator {
+    client: reqwest::Client,
+    /// The collection URL, `…/api/v1/namespaces/default/configmaps`.
+    url: Arc<str>,
+    /// Names are `{prefix}{seq}`: unique per run and worker.
+    prefix: String,
+    data: Arc<str>,
+}
+
+impl Worker for ConfigMapCreator {
+    async fn op(&mut self, seq: u64) -> anyhow::Result<()> {
+        // Name and data are plain ASCII letters, digits and dashes: no JSON escaping needed.
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{}{seq}"}},"data":{{"payload":"{}"}}}}"#,
+            self.prefix, self.data
+        );
+        let response = self
+            .client
+            .post(&*self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .context("POST configmap")?;
+        let status = response.status();
+        // Read the whole body so the connection can be reused for the next request.
+        let body = response.bytes().await.context("read the create response")?;
+        if status != reqwest::StatusCode::CREATED {
+            let text = String::from_utf8_lossy(&body);
+            bail!(
+                "create answered {status}: {}",
+                text.chars().take(300).collect::<String>()
+            );
+        }
+        Ok(())
+    }
+}
+
+pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
+    let binary = locate_binary(settings.finale_bin.as_deref())?;
+    let dir = tempfile::tempdir().context("create a temporary data directory")?;
+    let server = start_server(&binary, &dir.path().join("finale")).await?;
+    let etcd = tokio::task::spawn_blocking(finale_e2e::Etcd::start)
+        .await
+        .context("etcd start task")?
+        .context("start etcd")?;
+    let etcd_client = etcd::connect(&etcd.endpoint).await?;
+
+    let clients = (0..CLIENTS)
+        .map(|_| client_for(&server))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let url: Arc<str> = format!("{}/api/v1/namespaces/default/configmaps", server.url).into();
+    let data: Arc<str> = payload().into();
+
+    let mut figures = LoadFigures::new(
+        SCENARIO,
+        &format!("HTTPS creates/s, {CLIENTS} clients"),
+        &format!("HTTPS create latency, {CLIENTS} clients,"),
+        &format!("etcd 3.4 puts, {CLIENTS} writers"),
+        Goal::RatioAtLeast(0.5),
+    );
+    for run in 0..settings.runs {
+        let spec = settings.load_spec(CLIENTS);
+        let what = format!("{CLIENTS} clients");
+        for side in Side::order(run) {
+            let result = match side {
+                Side::Finale => {
+                    crate::load::run(&spec, |worker| ConfigMapCreator {
+                        client: clients[worker].clone(),
+                        url: Arc::clone(&url),
+                        prefix: format!("bench-r{run}-w{worker}-"),
+                        data: Arc::clone(&data),
+                    })
+                    .await?
+                }
+                Side::Etcd => {
+                    store::measure_etcd(&etcd_client, &spec, &format!("http-r{run}")).await?
+                }
+            };
+            progress_load(SCENARIO, run, settings.runs, &what, side.name(), &result);
+            figures.push(
+                side,
+                &result,
+                report,
+                &format!("{SCENARIO} run {}", run + 1),
+            );
+            report.raw.push(serde_json::json!({
+                "scenario": SCENARIO,
+                "run": run,
+                "clients": CLIENTS,
+                "target": side.name(),
+                "result": result.summary(),
+            }));
+        }
+    }
+    report.figures.extend(figures.into_figures());
+    // Dropping the fixtures kills and reaps both processes; the temp dirs go after them.
+    drop(server);
+    drop(etcd);
+    Ok(())
+}

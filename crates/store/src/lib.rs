@@ -1,0 +1,222 @@
+//! Revisioned key-value storage with etcd's data model.
+//!
+//! Everything Finale persists goes through the [`Store`] trait. The model is etcd's, so that an
+//! etcd backend can be a thin adapter rather than a second implementation:
+//!
+//! - one global, monotonically increasing [`Revision`]; every successful write gets its own;
+//! - per key: `create_revision`, `mod_revision` and `version` ([`KeyValue`]);
+//! - single-key writes guarded by a [`Precondition`] on `mod_revision` (an etcd `Txn` compare);
+//! - ordered range reads with a limit, at the latest or an older revision;
+//! - watches from a revision, carrying the previous value of each key;
+//! - compaction: history below the compacted revision is gone, and reading or watching there
+//!   fails with [`StoreError::Compacted`].
+//!
+//! The crate knows nothing about Kubernetes: keys and values are bytes.
+//!
+//! # Guarantees
+//! - A write is acknowledged (its future resolves `Ok`) only after it is durable on disk.
+//! - Every acknowledged write appears exactly once in every watch that covers its key and
+//!   revision, in revision order.
+//! - A range read sees one consistent snapshot at the revision it reports.
+
+use std::ops::Range;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+pub mod redb_engine;
+
+pub use redb_engine::{RedbStore, RedbStoreOptions};
+
+/// A store revision. Revision 0 means "no revision": nothing has been written yet, or (in a
+/// precondition) "the key must not exist".
+pub type Revision = i64;
+
+/// One key at one revision, as etcd's `mvccpb.KeyValue`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// Revision of the write that created this incarnation of the key.
+    pub create_revision: Revision,
+    /// Revision of the last write to the key.
+    pub mod_revision: Revision,
+    /// Number of writes since the key was (re)created; 1 after creation.
+    pub version: i64,
+}
+
+/// What a single-key write requires of the key's current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// Write whatever the current state.
+    None,
+    /// The key must not exist (etcd: `mod_revision == 0`).
+    MustNotExist,
+    /// The key must exist with exactly this `mod_revision`. As in etcd, `ModRevision(0)` is the
+    /// same as [`Precondition::MustNotExist`] (a missing key's `mod_revision` is 0).
+    ModRevision(Revision),
+    /// The key must exist, at any revision.
+    MustExist,
+}
+
+/// A single-key write.
+///
+/// A put always gets a new revision, even if the value is unchanged (as in etcd). Deleting a key
+/// that does not exist writes nothing and consumes no revision (as in etcd); it is reported as
+/// [`WriteOutcome::PreconditionFailed`] with `current: None`, whatever the precondition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    Put { key: Vec<u8>, value: Vec<u8> },
+    Delete { key: Vec<u8> },
+}
+
+impl WriteOp {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+        }
+    }
+}
+
+/// The result of a write whose precondition held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteResult {
+    /// The revision the write was committed at.
+    pub revision: Revision,
+    /// The key's state after a put. `None` after a delete.
+    pub current: Option<KeyValue>,
+    /// The key's state before the write, if it existed.
+    pub previous: Option<KeyValue>,
+}
+
+/// The result of a write: either committed, or refused because the precondition failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Committed(WriteResult),
+    /// Nothing was written. `current` is the key's state when the precondition was checked,
+    /// so the caller can tell "not found" from "conflict" without another read.
+    PreconditionFailed {
+        current: Option<KeyValue>,
+    },
+}
+
+/// An ordered range read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeRequest {
+    /// Keys in `[start, end)`; see [`prefix_range`].
+    pub range: Range<Vec<u8>>,
+    /// At most this many keys; 0 means no limit.
+    pub limit: usize,
+    /// Read at this revision; 0 means the latest.
+    pub revision: Revision,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeResponse {
+    pub kvs: Vec<KeyValue>,
+    /// True when the limit cut the result short.
+    pub more: bool,
+    /// The revision the read was served at (the store's current revision for latest reads).
+    pub revision: Revision,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Put,
+    Delete,
+}
+
+/// One change, as delivered by [`Store::watch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchEvent {
+    pub kind: EventKind,
+    /// After a put: the new state. After a delete: the key, an empty value, and
+    /// `mod_revision` set to the deletion's revision (as etcd reports it).
+    pub kv: KeyValue,
+    /// The state before the change, if the key existed.
+    pub prev_kv: Option<KeyValue>,
+}
+
+impl WatchEvent {
+    pub fn revision(&self) -> Revision {
+        self.kv.mod_revision
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("required revision {requested} has been compacted (oldest available is {compacted})")]
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
+    #[error("revision {requested} is in the future (current revision is {current})")]
+    FutureRevision {
+        requested: Revision,
+        current: Revision,
+    },
+    #[error("the store is shutting down")]
+    Closed,
+    #[error("a watch fell too far behind the store and was dropped at revision {revision}")]
+    WatchLagged { revision: Revision },
+    #[error("storage backend error: {0}")]
+    Backend(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A stream of watch events in revision order. It ends with `Err` if the store closes or the
+/// watcher cannot keep up; the caller re-watches from the last revision it saw.
+pub type WatchStream = BoxStream<'static, StoreResult<WatchEvent>>;
+
+/// A revisioned key-value store. See the crate docs for the model and guarantees.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Reads one key at the latest revision, with the store's current revision.
+    async fn get(&self, key: &[u8]) -> StoreResult<(Option<KeyValue>, Revision)>;
+
+    /// Reads an ordered range of keys at one revision.
+    async fn range(&self, request: RangeRequest) -> StoreResult<RangeResponse>;
+
+    /// Applies one write if its precondition holds. Resolves only once the write is durable.
+    async fn write(&self, op: WriteOp, precondition: Precondition) -> StoreResult<WriteOutcome>;
+
+    /// Streams every change to keys in `range` with revision strictly greater than
+    /// `after_revision`, first from history, then live. Fails with
+    /// [`StoreError::Compacted`] if part of that history was compacted away.
+    async fn watch(
+        &self,
+        range: Range<Vec<u8>>,
+        after_revision: Revision,
+    ) -> StoreResult<WatchStream>;
+
+    /// The latest committed revision.
+    async fn current_revision(&self) -> StoreResult<Revision>;
+
+    /// The oldest revision that can still be read or watched from (everything below it is
+    /// compacted away).
+    async fn compacted_revision(&self) -> StoreResult<Revision>;
+
+    /// Discards history below `revision`. Latest values are never discarded.
+    async fn compact(&self, revision: Revision) -> StoreResult<()>;
+}
+
+/// The `[start, end)` range that holds every key beginning with `prefix`.
+pub fn prefix_range(prefix: &[u8]) -> Range<Vec<u8>> {
+    let start = prefix.to_vec();
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.last_mut() {
+        if *last < 0xff {
+            *last += 1;
+            return start..end;
+        }
+        end.pop();
+    }
+    // An all-0xff (or empty) prefix: everything from `start` on. etcd spells this "\0".
+    start..Vec::new()
+}
+
+/// True if `key` lies in `range`, where an empty `end` means "no upper bound".
+pub fn range_contains(range: &Range<Vec<u8>>, key: &[u8]) -> bool {
+    key >= range.start.as_slice() && (range.end.is_empty() || key < range.end.as_slice())
+}

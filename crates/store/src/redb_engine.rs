@@ -1,0 +1,1590 @@
+//! The embedded storage engine: etcd's revisioned key-value model on one [redb] file, with
+//! group commit.
+//!
+//! # Layout
+//!
+//! One redb file (`DIR/store.redb`) with four tables. Every record value starts with a format
+//! byte ([`RECORD_V1`]) so the encoding can evolve; the `meta` table also carries a whole-file
+//! format version.
+//!
+//! | table  | key                       | value                                                     |
+//! |--------|---------------------------|-----------------------------------------------------------|
+//! | `kv`   | key                       | `create_rev, mod_rev, version, value`: the latest state   |
+//! | `hist` | `(key, rev)`              | `put(create_rev, version, value)` or `tombstone`          |
+//! | `log`  | `rev`                     | `kind, prev_mod_rev, key`: one entry per revision         |
+//! | `meta` | name                      | `format`, `revision` (current), `compacted`               |
+//!
+//! `kv` serves latest reads. `hist` holds every version of every key that history still needs,
+//! including the latest, so a read at revision `R` is "the last `hist` entry `<= R`" per key.
+//! `log` is the change feed watches replay from; it stores no values, because the new and the
+//! previous value of each change are both in `hist` (`(key, rev)` and `(key, prev_mod_rev)`),
+//! so a value is written twice per put (`kv` and `hist`), not four times.
+//!
+//! # Writes: group commit
+//!
+//! A single writer thread owns every write transaction. It takes all queued requests (up to
+//! [`RedbStoreOptions::max_batch`]), applies them in order in one redb transaction (each
+//! successful write gets the next revision; a failed precondition consumes none and sees the
+//! earlier writes of the same batch), commits once with [`Durability::Immediate`], and only
+//! then publishes the batch's events to watchers and answers the callers. While one batch is
+//! fsyncing, the next one queues up, so throughput grows with concurrency while a lone writer
+//! still pays just one fsync per write. It is a plain thread because a commit blocks on fsync.
+//!
+//! # Reads
+//!
+//! `get` and `range` run on tokio's blocking pool, each in one redb read transaction: an MVCC
+//! snapshot, so a range is consistent at the revision it reports and never waits for writers.
+//!
+//! # Watches
+//!
+//! A watch subscribes to the live event broadcast first, then replays `log` (in chunks, each its
+//! own snapshot) until it has caught up with the snapshot's revision, then streams live events,
+//! skipping those at or below the last revision it replayed: no gap, no duplicate. A watcher
+//! that falls more than [`RedbStoreOptions::watch_buffer`] batches behind ends with
+//! [`StoreError::WatchLagged`] carrying the revision it is complete through.
+//!
+//! # Compaction
+//!
+//! `compact(C)` records `compacted = C` in the next write transaction (so readers see the new
+//! bound atomically with its snapshot), then the writer thread deletes, in small transactions
+//! between write batches, every `log` entry below `C` and the `hist` entries those entries
+//! make obsolete: a version superseded by a change below `C`, and every tombstone below `C`.
+//! For each key this keeps the last version below `C` (needed to read at `C` and as the
+//! `prev_kv` of its next change) unless that is a tombstone. `compact` resolves once all of
+//! that is done and durable; if the process stops in between, the cleanup resumes on open.
+//! See [`RedbStore::start_compactor`] for the retention policy.
+//!
+//! # Crashes
+//!
+//! redb recovers to its last committed transaction, and nothing is acknowledged before its
+//! transaction is committed durably, so after `kill -9` the store reopens at the revision of
+//! the last acknowledged write or later (a batch whose commit finished but whose callers had
+//! not been answered yet is also there).
+
+use std::collections::VecDeque;
+use std::fmt::Display;
+use std::ops::{Bound, Range};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use redb::{
+    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition,
+};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::{
+    EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
+    StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult, range_contains,
+};
+
+/// Latest state per key.
+const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
+/// Every version history still needs, by `(key, mod_revision)`.
+const HIST: TableDefinition<(&[u8], u64), &[u8]> = TableDefinition::new("hist");
+/// One entry per revision: what changed.
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+/// Store-wide counters.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+const META_FORMAT: &str = "format";
+const META_REVISION: &str = "revision";
+const META_COMPACTED: &str = "compacted";
+
+/// The file format this code writes and understands (the `meta` table's `format`).
+const FORMAT_VERSION: u64 = 1;
+/// The leading byte of every `kv`, `hist` and `log` record.
+const RECORD_V1: u8 = 1;
+
+/// The file name inside a data directory.
+pub const STORE_FILE_NAME: &str = "store.redb";
+
+/// Tuning and retention for a [`RedbStore`]. Build with struct update syntax from
+/// `RedbStoreOptions::default()`, since fields may be added.
+#[derive(Clone, Debug)]
+pub struct RedbStoreOptions {
+    /// At most this many requests in one write transaction, bounding the latency a write can
+    /// add to the others in its batch. Default 1024.
+    pub max_batch: usize,
+    /// Requests that may wait for the writer before `write` itself waits for room (backpressure).
+    /// Default 8192.
+    pub queue_depth: usize,
+    /// How many committed batches the live event broadcast retains for slow watchers before they
+    /// are dropped with [`StoreError::WatchLagged`]. Default 1024.
+    pub watch_buffer: usize,
+    /// redb's page cache, in bytes. Default 256 MiB.
+    pub cache_size: usize,
+    /// redb quick-repair: every commit also saves the allocator state, so reopening after a
+    /// crash is instant instead of a walk over the whole file. It costs a second fsync per
+    /// commit (redb switches to two-phase commit), which halves the throughput of a lone writer;
+    /// hence off by default.
+    pub quick_repair: bool,
+    /// `false` commits with redb `Durability::None`: writes are acknowledged after commit but
+    /// without fsync, so a crash may lose them (a clean close makes them durable). For tests
+    /// and benchmarks only. Default true.
+    pub durable_commits: bool,
+    /// Retention (for [`RedbStore::start_compactor`]): keep at least this much wall-clock
+    /// history. Default 5 minutes, etcd and Kubernetes' usual compaction horizon.
+    pub retention_period: Duration,
+    /// Retention (for [`RedbStore::start_compactor`]): keep at least this many of the latest
+    /// revisions, whatever their age. Default 100 000.
+    pub retention_revisions: i64,
+    /// How often the background compactor compacts. Default 1 minute.
+    pub compaction_interval: Duration,
+    /// `log` entries deleted per compaction transaction, bounding how long one compaction step
+    /// delays writes. Default 1000.
+    pub compaction_chunk: usize,
+    /// Events a watch replays from history per read transaction. Default 1000.
+    pub replay_chunk: usize,
+}
+
+impl Default for RedbStoreOptions {
+    fn default() -> Self {
+        RedbStoreOptions {
+            max_batch: 1024,
+            queue_depth: 8192,
+            watch_buffer: 1024,
+            cache_size: 256 << 20,
+            quick_repair: false,
+            durable_commits: true,
+            retention_period: Duration::from_secs(5 * 60),
+            retention_revisions: 100_000,
+            compaction_interval: Duration::from_secs(60),
+            compaction_chunk: 1000,
+            replay_chunk: 1000,
+        }
+    }
+}
+
+/// A [`Store`] on one redb file. See the module docs for the design.
+///
+/// Open with [`RedbStore::open`]. Dropping the last handle (or [`RedbStore::close`]) stops the
+/// writer: requests it has not started get [`StoreError::Closed`], watches end with
+/// [`StoreError::Closed`], and the file is closed once in-flight reads finish.
+pub struct RedbStore {
+    shared: Arc<Shared>,
+    /// `None` once closed. Held under a lock only to clone or drop the senders: dropping them is
+    /// what lets the writer thread and the watch streams notice the close.
+    channels: RwLock<Option<Channels>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    options: RedbStoreOptions,
+    path: PathBuf,
+}
+
+struct Channels {
+    requests: mpsc::Sender<Request>,
+    events: broadcast::Sender<EventBatch>,
+}
+
+/// The events of one committed transaction, in revision order, shared by all watchers.
+type EventBatch = Arc<Vec<WatchEvent>>;
+
+/// State shared by the handle, the writer thread and the blocking read tasks.
+struct Shared {
+    db: Database,
+    /// The latest committed revision (updated by the writer after each commit).
+    current: AtomicI64,
+    /// The compacted revision (updated by the writer after the commit that records it).
+    compacted: AtomicI64,
+    closing: AtomicBool,
+}
+
+enum Request {
+    Write {
+        op: WriteOp,
+        precondition: Precondition,
+        reply: oneshot::Sender<StoreResult<WriteOutcome>>,
+    },
+    Compact {
+        revision: Revision,
+        reply: oneshot::Sender<StoreResult<()>>,
+    },
+}
+
+impl RedbStore {
+    /// Opens (creating if needed) the store at `path`, recovering from a crash if the last
+    /// process did not close it.
+    ///
+    /// `path` is a data directory, created if missing, holding [`STORE_FILE_NAME`]; or, if it
+    /// names an existing file or ends in `.redb`, the database file itself. Only one `RedbStore`
+    /// can have a file open at a time (redb locks it).
+    ///
+    /// This does blocking file I/O (and, after a crash, redb's repair); from async code, call it
+    /// in `spawn_blocking` if that matters. It starts the writer thread; it does not need a tokio
+    /// runtime.
+    pub fn open(path: &Path, options: RedbStoreOptions) -> StoreResult<Arc<RedbStore>> {
+        let file = resolve_file(path)?;
+        let db = Database::builder()
+            .set_cache_size(options.cache_size)
+            .create(&file)
+            .map_err(context(format!("open {}", file.display())))?;
+        let state = initialize(&db, &options)?;
+        tracing::info!(
+            path = %file.display(),
+            revision = state.current,
+            compacted = state.compacted,
+            "opened store"
+        );
+
+        let shared = Arc::new(Shared {
+            db,
+            current: AtomicI64::new(state.current),
+            compacted: AtomicI64::new(state.compacted),
+            closing: AtomicBool::new(false),
+        });
+        let (requests, requests_rx) = mpsc::channel(options.queue_depth.max(1));
+        let (events, _) = broadcast::channel(options.watch_buffer.max(1));
+        let writer = Writer {
+            shared: shared.clone(),
+            requests: requests_rx,
+            events: events.clone(),
+            current: state.current,
+            compacted: state.compacted,
+            cleanup: state.cleanup_pending.then(Vec::new),
+            nondurable_commits: false,
+            options: options.clone(),
+            buf: Vec::new(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("finale-store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(context("start the store writer thread"))?;
+
+        Ok(Arc::new(RedbStore {
+            shared,
+            channels: RwLock::new(Some(Channels { requests, events })),
+            writer: Mutex::new(Some(handle)),
+            options,
+            path: file,
+        }))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn options(&self) -> &RedbStoreOptions {
+        &self.options
+    }
+
+    /// Stops the writer and waits for it: a batch being committed finishes and is acknowledged,
+    /// queued requests get [`StoreError::Closed`], watches end with [`StoreError::Closed`].
+    /// Reads and writes after this fail with `Closed`. Idempotent; dropping the store does the
+    /// same.
+    pub async fn close(&self) {
+        if let Some(handle) = self.begin_close() {
+            // Joining blocks for at most one commit, but not on a runtime thread.
+            if let Ok(Err(_)) | Err(_) = tokio::task::spawn_blocking(move || handle.join()).await {
+                tracing::error!("the store writer thread panicked");
+            }
+        }
+    }
+
+    /// Signals the writer to stop and returns its thread handle (once).
+    fn begin_close(&self) -> Option<JoinHandle<()>> {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        // Dropping our senders closes the request channel once in-flight `write` calls are done
+        // with their clones, which wakes the writer; it also ends idle watch streams.
+        drop(
+            self.channels
+                .write()
+                .expect("store channel lock poisoned")
+                .take(),
+        );
+        self.writer
+            .lock()
+            .expect("store writer lock poisoned")
+            .take()
+    }
+
+    /// Runs the retention policy in the background (a tokio task; call within a runtime).
+    ///
+    /// Every [`compaction_interval`](RedbStoreOptions::compaction_interval), it compacts to the
+    /// newest revision that is both at least [`retention_period`] old (it samples the current
+    /// revision every `min(compaction_interval, retention_period / 8)`, so this is accurate to
+    /// that step) and at least [`retention_revisions`] behind the current revision: history
+    /// is kept for whichever of the two keeps more. The task holds only a weak reference and
+    /// stops when the store is closed or dropped; abort the handle to stop it sooner.
+    ///
+    /// [`retention_period`]: RedbStoreOptions::retention_period
+    /// [`retention_revisions`]: RedbStoreOptions::retention_revisions
+    pub fn start_compactor(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let store = Arc::downgrade(self);
+        let options = self.options.clone();
+        tokio::spawn(run_compactor(store, options))
+    }
+
+    fn request_sender(&self) -> StoreResult<mpsc::Sender<Request>> {
+        self.channels
+            .read()
+            .expect("store channel lock poisoned")
+            .as_ref()
+            .map(|c| c.requests.clone())
+            .ok_or(StoreError::Closed)
+    }
+
+    fn check_open(&self) -> StoreResult<()> {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            Err(StoreError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs a read on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Shared) -> StoreResult<T> + Send + 'static,
+    {
+        self.check_open()?;
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || f(&shared))
+            .await
+            .map_err(context("store read task"))?
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        if let Some(handle) = self.begin_close()
+            && handle.join().is_err()
+        {
+            tracing::error!("the store writer thread panicked");
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedbStore {
+    async fn get(&self, key: &[u8]) -> StoreResult<(Option<KeyValue>, Revision)> {
+        let key = key.to_vec();
+        self.read(move |shared| {
+            let txn = shared.begin_read()?;
+            let current = read_meta(&txn)?.current;
+            let kv = txn.open_table(KV).map_err(context("open kv table"))?;
+            let found = kv.get(key.as_slice()).map_err(context("read kv"))?;
+            let found = match found {
+                Some(value) => Some(decode_kv(&key, value.value())?),
+                None => None,
+            };
+            Ok((found, current))
+        })
+        .await
+    }
+
+    async fn range(&self, request: RangeRequest) -> StoreResult<RangeResponse> {
+        self.read(move |shared| read_range(shared, &request)).await
+    }
+
+    async fn write(&self, op: WriteOp, precondition: Precondition) -> StoreResult<WriteOutcome> {
+        let requests = self.request_sender()?;
+        let (reply, answer) = oneshot::channel();
+        requests
+            .send(Request::Write {
+                op,
+                precondition,
+                reply,
+            })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        drop(requests);
+        // A dropped reply means the writer stopped before committing this request.
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn watch(
+        &self,
+        range: Range<Vec<u8>>,
+        after_revision: Revision,
+    ) -> StoreResult<WatchStream> {
+        self.check_open()?;
+        // Subscribe before reading history: every commit not in the history snapshot is then
+        // published after this point, so the replay and the live feed overlap rather than gap.
+        let live = self
+            .channels
+            .read()
+            .expect("store channel lock poisoned")
+            .as_ref()
+            .map(|c| c.events.subscribe())
+            .ok_or(StoreError::Closed)?;
+        let mut watch = Watch {
+            shared: Arc::downgrade(&self.shared),
+            range: Arc::new(range),
+            live,
+            progress: after_revision.max(0),
+            replaying: true,
+            pending: VecDeque::new(),
+            finished: false,
+            replay_chunk: self.options.replay_chunk.max(1),
+        };
+        // Read the first chunk now, so a compacted start revision fails the call itself.
+        watch.replay_step().await?;
+        Ok(futures::stream::unfold(watch, |mut watch| async move {
+            let item = watch.next_event().await?;
+            Some((item, watch))
+        })
+        .boxed())
+    }
+
+    async fn current_revision(&self) -> StoreResult<Revision> {
+        self.check_open()?;
+        Ok(self.shared.current.load(Ordering::SeqCst))
+    }
+
+    async fn compacted_revision(&self) -> StoreResult<Revision> {
+        self.check_open()?;
+        Ok(self.shared.compacted.load(Ordering::SeqCst))
+    }
+
+    /// As etcd: fails with [`StoreError::Compacted`] if `revision` is not above the current
+    /// compacted revision, and with [`StoreError::FutureRevision`] if it is above the current
+    /// revision. Resolves once the history below `revision` is deleted and that is durable.
+    async fn compact(&self, revision: Revision) -> StoreResult<()> {
+        let requests = self.request_sender()?;
+        let (reply, answer) = oneshot::channel();
+        requests
+            .send(Request::Compact { revision, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        drop(requests);
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening
+
+/// Where the database file is for a `path` given to [`RedbStore::open`].
+fn resolve_file(path: &Path) -> StoreResult<PathBuf> {
+    if path.is_file() || path.extension().is_some_and(|e| e == "redb") {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(context(format!("create directory {}", parent.display())))?;
+        }
+        return Ok(path.to_path_buf());
+    }
+    std::fs::create_dir_all(path)
+        .map_err(context(format!("create data directory {}", path.display())))?;
+    Ok(path.join(STORE_FILE_NAME))
+}
+
+struct InitialState {
+    current: Revision,
+    compacted: Revision,
+    /// `log` holds entries below `compacted`: a compaction was interrupted.
+    cleanup_pending: bool,
+}
+
+/// Creates the tables of a new file, or checks the format of an existing one.
+fn initialize(db: &Database, options: &RedbStoreOptions) -> StoreResult<InitialState> {
+    let mut txn = db
+        .begin_write()
+        .map_err(context("begin the opening transaction"))?;
+    txn.set_quick_repair(options.quick_repair);
+    let state = {
+        let mut meta = txn.open_table(META).map_err(context("open meta table"))?;
+        let format = meta
+            .get(META_FORMAT)
+            .map_err(context("read the file format"))?
+            .map(|v| v.value());
+        match format {
+            None => {
+                meta.insert(META_FORMAT, FORMAT_VERSION)
+                    .map_err(context("write the file format"))?;
+                meta.insert(META_REVISION, 0)
+                    .map_err(context("write the revision"))?;
+                meta.insert(META_COMPACTED, 0)
+                    .map_err(context("write the compacted revision"))?;
+            }
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(StoreError::Backend(format!(
+                    "store file format {other} is not supported (this build reads format {FORMAT_VERSION})"
+                )));
+            }
+        }
+        let current = meta_value(&meta, META_REVISION)?;
+        let compacted = meta_value(&meta, META_COMPACTED)?;
+        // Creating the other tables now lets read transactions assume they exist.
+        txn.open_table(KV).map_err(context("open kv table"))?;
+        txn.open_table(HIST).map_err(context("open hist table"))?;
+        let log = txn.open_table(LOG).map_err(context("open log table"))?;
+        let first = log.first().map_err(context("read the log"))?;
+        let cleanup_pending = first.is_some_and(|(rev, _)| (rev.value() as Revision) < compacted);
+        InitialState {
+            current,
+            compacted,
+            cleanup_pending,
+        }
+    };
+    txn.commit()
+        .map_err(context("commit the opening transaction"))?;
+    Ok(state)
+}
+
+fn meta_value<T: redb::ReadableTable<&'static str, u64>>(
+    meta: &T,
+    name: &str,
+) -> StoreResult<Revision> {
+    let value = meta
+        .get(name)
+        .map_err(context(format!("read meta {name}")))?
+        .ok_or_else(|| StoreError::Backend(format!("meta table has no {name}")))?
+        .value();
+    Revision::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("meta {name} out of range: {value}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer thread
+
+struct Writer {
+    shared: Arc<Shared>,
+    requests: mpsc::Receiver<Request>,
+    events: broadcast::Sender<EventBatch>,
+    /// The last committed revision and compacted revision, as this thread committed them.
+    current: Revision,
+    compacted: Revision,
+    /// `Some` while history below `compacted` is still being deleted: the `compact` calls to
+    /// answer when that is done.
+    cleanup: Option<Vec<oneshot::Sender<StoreResult<()>>>>,
+    /// Something was committed without fsync since the last durable commit.
+    nondurable_commits: bool,
+    options: RedbStoreOptions,
+    /// Reused encoding buffer.
+    buf: Vec<u8>,
+}
+
+/// A request's reply channel, kept apart from its operation while the batch is applied.
+enum Reply {
+    Write(oneshot::Sender<StoreResult<WriteOutcome>>),
+    Compact(oneshot::Sender<StoreResult<()>>),
+}
+
+enum Op {
+    Write(WriteOp, Precondition),
+    Compact(Revision),
+}
+
+enum Outcome {
+    Write(WriteOutcome),
+    Compact(StoreResult<()>),
+}
+
+struct Applied {
+    outcomes: Vec<Outcome>,
+    events: Vec<WatchEvent>,
+    current: Revision,
+    compacted: Revision,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let max_batch = self.options.max_batch.max(1);
+        let mut batch: Vec<Request> = Vec::with_capacity(max_batch.min(1024));
+        loop {
+            // Wait for work; while history cleanup is pending, do it whenever no write waits.
+            let first = if self.cleanup.is_some() {
+                match self.requests.try_recv() {
+                    Ok(request) => request,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        if self.closing() {
+                            break;
+                        }
+                        self.cleanup_step();
+                        continue;
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                }
+            } else {
+                match self.requests.blocking_recv() {
+                    Some(request) => request,
+                    None => break,
+                }
+            };
+            batch.push(first);
+            while batch.len() < max_batch {
+                match self.requests.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            if self.closing() {
+                // Not started: dropping the requests answers their callers with `Closed`.
+                batch.clear();
+                break;
+            }
+            self.process(&mut batch);
+            if self.cleanup.is_some() {
+                self.cleanup_step();
+            }
+        }
+        self.shutdown();
+    }
+
+    fn closing(&self) -> bool {
+        self.shared.closing.load(Ordering::SeqCst)
+    }
+
+    fn shutdown(&mut self) {
+        // Refuse new requests; dropping the queued ones answers them with `Closed`.
+        self.requests.close();
+        while self.requests.try_recv().is_ok() {}
+        if self.nondurable_commits
+            && let Err(e) = self.commit_empty_durably()
+        {
+            tracing::warn!(error = %e, "could not make the last commits durable on close");
+        }
+        tracing::debug!(revision = self.current, "store writer stopped");
+    }
+
+    /// Applies one batch, then publishes its events and answers its callers.
+    fn process(&mut self, batch: &mut Vec<Request>) {
+        let mut ops = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for request in batch.drain(..) {
+            match request {
+                Request::Write {
+                    op,
+                    precondition,
+                    reply,
+                } => {
+                    ops.push(Op::Write(op, precondition));
+                    replies.push(Reply::Write(reply));
+                }
+                Request::Compact { revision, reply } => {
+                    ops.push(Op::Compact(revision));
+                    replies.push(Reply::Compact(reply));
+                }
+            }
+        }
+
+        let applied = match self.apply(ops) {
+            Ok(applied) => applied,
+            Err(e) => {
+                tracing::error!(error = %e, requests = replies.len(), "write batch failed");
+                let message = e.to_string();
+                for reply in replies {
+                    let error = StoreError::Backend(message.clone());
+                    match reply {
+                        Reply::Write(reply) => drop(reply.send(Err(error))),
+                        Reply::Compact(reply) => drop(reply.send(Err(error))),
+                    }
+                }
+                return;
+            }
+        };
+
+        // Committed: make it visible, then tell watchers before callers, so that a caller who
+        // reads its revision back from a watch-fed cache finds it there.
+        self.nondurable_commits = !self.options.durable_commits;
+        self.current = applied.current;
+        self.shared.current.store(applied.current, Ordering::SeqCst);
+        if applied.compacted != self.compacted {
+            self.compacted = applied.compacted;
+            self.shared
+                .compacted
+                .store(applied.compacted, Ordering::SeqCst);
+            self.cleanup.get_or_insert_with(Vec::new);
+        }
+        if !applied.events.is_empty() {
+            // An error only means nobody is watching.
+            let _ = self.events.send(Arc::new(applied.events));
+        }
+        for (reply, outcome) in replies.into_iter().zip(applied.outcomes) {
+            match (reply, outcome) {
+                (Reply::Write(reply), Outcome::Write(outcome)) => drop(reply.send(Ok(outcome))),
+                (Reply::Compact(reply), Outcome::Compact(Ok(()))) => {
+                    // Answered when the history below it is gone.
+                    self.cleanup.get_or_insert_with(Vec::new).push(reply);
+                }
+                (Reply::Compact(reply), Outcome::Compact(Err(e))) => drop(reply.send(Err(e))),
+                // `apply` returns one outcome of the same kind per op, in order.
+                _ => unreachable!("write batch outcome does not match its request"),
+            }
+        }
+    }
+
+    /// Applies `ops` in one transaction and commits it.
+    fn apply(&mut self, ops: Vec<Op>) -> StoreResult<Applied> {
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin write transaction"))?;
+        txn.set_durability(self.durability())
+            .map_err(context("set commit durability"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+
+        let mut outcomes = Vec::with_capacity(ops.len());
+        let mut events = Vec::new();
+        let mut current = self.current;
+        let mut compacted = self.compacted;
+        {
+            let mut tables = WriteTables {
+                kv: txn.open_table(KV).map_err(context("open kv table"))?,
+                hist: txn.open_table(HIST).map_err(context("open hist table"))?,
+                log: txn.open_table(LOG).map_err(context("open log table"))?,
+            };
+            for op in ops {
+                match op {
+                    Op::Write(op, precondition) => {
+                        let outcome = tables.apply_write(
+                            op,
+                            precondition,
+                            current + 1,
+                            &mut self.buf,
+                            &mut events,
+                        )?;
+                        if let WriteOutcome::Committed(result) = &outcome {
+                            current = result.revision;
+                        }
+                        outcomes.push(Outcome::Write(outcome));
+                    }
+                    Op::Compact(revision) => {
+                        let result = if revision <= compacted {
+                            Err(StoreError::Compacted {
+                                requested: revision,
+                                compacted,
+                            })
+                        } else if revision > current {
+                            Err(StoreError::FutureRevision {
+                                requested: revision,
+                                current,
+                            })
+                        } else {
+                            compacted = revision;
+                            Ok(())
+                        };
+                        outcomes.push(Outcome::Compact(result));
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(context("open meta table"))?;
+            if current != self.current {
+                meta.insert(META_REVISION, current as u64)
+                    .map_err(context("write the revision"))?;
+            }
+            if compacted != self.compacted {
+                meta.insert(META_COMPACTED, compacted as u64)
+                    .map_err(context("write the compacted revision"))?;
+            }
+        }
+        txn.commit().map_err(context("commit write batch"))?;
+        Ok(Applied {
+            outcomes,
+            events,
+            current,
+            compacted,
+        })
+    }
+
+    fn durability(&self) -> Durability {
+        if self.options.durable_commits {
+            Durability::Immediate
+        } else {
+            Durability::None
+        }
+    }
+
+    /// Deletes one chunk of history below `compacted`, answering the `compact` calls when
+    /// none is left. On failure it gives up until the next `compact` or open, which resume.
+    fn cleanup_step(&mut self) {
+        match self.delete_history_chunk() {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::debug!(compacted = self.compacted, "compaction finished");
+                for reply in self.cleanup.take().unwrap_or_default() {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, compacted = self.compacted, "compaction failed");
+                let message = e.to_string();
+                for reply in self.cleanup.take().unwrap_or_default() {
+                    let _ = reply.send(Err(StoreError::Backend(message.clone())));
+                }
+            }
+        }
+    }
+
+    /// One compaction transaction; returns whether history below `compacted` is all gone.
+    ///
+    /// Intermediate steps commit without fsync (the next durable commit, a write batch or the
+    /// last step, persists them; a crash merely loses some progress, redone on open), so a long
+    /// compaction does not cost the writers an fsync per step.
+    fn delete_history_chunk(&mut self) -> StoreResult<bool> {
+        let below = self.compacted as u64;
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin compaction transaction"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        let done = {
+            let mut log = txn.open_table(LOG).map_err(context("open log table"))?;
+            let mut hist = txn.open_table(HIST).map_err(context("open hist table"))?;
+            let mut entries = Vec::new();
+            for entry in log
+                .range(..below)
+                .map_err(context("read the log"))?
+                .take(self.options.compaction_chunk.max(1))
+            {
+                let (rev, record) = entry.map_err(context("read the log"))?;
+                entries.push((rev.value(), record.value().to_vec()));
+            }
+            for (rev, record) in &entries {
+                let record = decode_log(*rev, record)?;
+                // The version this change replaced is superseded below `compacted`.
+                if record.prev_mod_revision != 0 {
+                    hist.remove((record.key, record.prev_mod_revision))
+                        .map_err(context("delete superseded history"))?;
+                }
+                // A tombstone below `compacted` reads the same as no entry at all.
+                if record.kind == EventKind::Delete {
+                    hist.remove((record.key, *rev))
+                        .map_err(context("delete a tombstone"))?;
+                }
+                log.remove(*rev).map_err(context("delete a log entry"))?;
+            }
+            let first = log.first().map_err(context("read the log"))?;
+            first.is_none_or(|(rev, _)| rev.value() >= below)
+        };
+        let durability = if done {
+            self.durability()
+        } else {
+            Durability::None
+        };
+        txn.set_durability(durability)
+            .map_err(context("set commit durability"))?;
+        txn.commit().map_err(context("commit compaction step"))?;
+        self.nondurable_commits = !done || !self.options.durable_commits;
+        Ok(done)
+    }
+
+    /// Persists the commits made without fsync (compaction steps, or everything when
+    /// `durable_commits` is off), so a clean close loses nothing.
+    fn commit_empty_durably(&self) -> StoreResult<()> {
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin closing transaction"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        txn.set_durability(Durability::Immediate)
+            .map_err(context("set commit durability"))?;
+        txn.commit().map_err(context("commit closing transaction"))
+    }
+}
+
+struct WriteTables<'txn> {
+    kv: Table<'txn, &'static [u8], &'static [u8]>,
+    hist: Table<'txn, (&'static [u8], u64), &'static [u8]>,
+    log: Table<'txn, u64, &'static [u8]>,
+}
+
+impl WriteTables<'_> {
+    /// Applies one write at `revision` if its precondition holds against the transaction's
+    /// current state (which includes the batch's earlier writes).
+    fn apply_write(
+        &mut self,
+        op: WriteOp,
+        precondition: Precondition,
+        revision: Revision,
+        buf: &mut Vec<u8>,
+        events: &mut Vec<WatchEvent>,
+    ) -> StoreResult<WriteOutcome> {
+        let current = match self.kv.get(op.key()).map_err(context("read kv"))? {
+            Some(value) => Some(decode_kv(op.key(), value.value())?),
+            None => None,
+        };
+        let holds = match precondition {
+            Precondition::None => true,
+            Precondition::MustNotExist | Precondition::ModRevision(0) => current.is_none(),
+            Precondition::MustExist => current.is_some(),
+            Precondition::ModRevision(r) => current.as_ref().is_some_and(|c| c.mod_revision == r),
+        };
+        let deletes_nothing = matches!(op, WriteOp::Delete { .. }) && current.is_none();
+        if !holds || deletes_nothing {
+            return Ok(WriteOutcome::PreconditionFailed { current });
+        }
+
+        let rev = revision as u64;
+        let prev_mod = current.as_ref().map_or(0, |c| c.mod_revision as u64);
+        match op {
+            WriteOp::Put { key, value } => {
+                let (create_revision, version) = match &current {
+                    Some(c) => (c.create_revision, c.version + 1),
+                    None => (revision, 1),
+                };
+                encode_kv(buf, create_revision, revision, version, &value);
+                self.kv
+                    .insert(key.as_slice(), buf.as_slice())
+                    .map_err(context("write kv"))?;
+                encode_hist_put(buf, create_revision, version, &value);
+                self.hist
+                    .insert((key.as_slice(), rev), buf.as_slice())
+                    .map_err(context("write history"))?;
+                encode_log(buf, EventKind::Put, prev_mod, &key);
+                self.log
+                    .insert(rev, buf.as_slice())
+                    .map_err(context("write the log"))?;
+                let kv = KeyValue {
+                    key,
+                    value,
+                    create_revision,
+                    mod_revision: revision,
+                    version,
+                };
+                events.push(WatchEvent {
+                    kind: EventKind::Put,
+                    kv: kv.clone(),
+                    prev_kv: current.clone(),
+                });
+                Ok(WriteOutcome::Committed(WriteResult {
+                    revision,
+                    current: Some(kv),
+                    previous: current,
+                }))
+            }
+            WriteOp::Delete { key } => {
+                self.kv
+                    .remove(key.as_slice())
+                    .map_err(context("delete kv"))?;
+                encode_hist_tombstone(buf);
+                self.hist
+                    .insert((key.as_slice(), rev), buf.as_slice())
+                    .map_err(context("write history"))?;
+                encode_log(buf, EventKind::Delete, prev_mod, &key);
+                self.log
+                    .insert(rev, buf.as_slice())
+                    .map_err(context("write the log"))?;
+                events.push(WatchEvent {
+                    kind: EventKind::Delete,
+                    kv: tombstone_kv(key, revision),
+                    prev_kv: current.clone(),
+                });
+                Ok(WriteOutcome::Committed(WriteResult {
+                    revision,
+                    current: None,
+                    previous: current,
+                }))
+            }
+        }
+    }
+}
+
+/// A delete event's `kv`, as etcd reports it: the key and the deletion's revision.
+fn tombstone_kv(key: Vec<u8>, revision: Revision) -> KeyValue {
+    KeyValue {
+        key,
+        value: Vec::new(),
+        create_revision: 0,
+        mod_revision: revision,
+        version: 0,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+struct MetaState {
+    current: Revision,
+    compacted: Revision,
+}
+
+impl Shared {
+    fn begin_read(&self) -> StoreResult<ReadTransaction> {
+        self.db
+            .begin_read()
+            .map_err(context("begin read transaction"))
+    }
+}
+
+fn read_meta(txn: &ReadTransaction) -> StoreResult<MetaState> {
+    let meta = txn.open_table(META).map_err(context("open meta table"))?;
+    Ok(MetaState {
+        current: meta_value(&meta, META_REVISION)?,
+        compacted: meta_value(&meta, META_COMPACTED)?,
+    })
+}
+
+fn read_range(shared: &Shared, request: &RangeRequest) -> StoreResult<RangeResponse> {
+    let txn = shared.begin_read()?;
+    let meta = read_meta(&txn)?;
+    let revision = request.revision;
+    if revision > meta.current {
+        return Err(StoreError::FutureRevision {
+            requested: revision,
+            current: meta.current,
+        });
+    }
+    if revision > 0 && revision < meta.compacted {
+        return Err(StoreError::Compacted {
+            requested: revision,
+            compacted: meta.compacted,
+        });
+    }
+    let (start, end) = (&request.range.start, &request.range.end);
+    let mut response = RangeResponse {
+        kvs: Vec::new(),
+        more: false,
+        revision: meta.current,
+    };
+    if !end.is_empty() && start >= end {
+        response.revision = if revision > 0 { revision } else { meta.current };
+        return Ok(response);
+    }
+    let limit = if request.limit == 0 {
+        usize::MAX
+    } else {
+        request.limit
+    };
+
+    if revision <= 0 || revision == meta.current {
+        // Latest: straight from `kv`.
+        let kv = txn.open_table(KV).map_err(context("open kv table"))?;
+        let entries = if end.is_empty() {
+            kv.range::<&[u8]>(start.as_slice()..)
+        } else {
+            kv.range::<&[u8]>(start.as_slice()..end.as_slice())
+        }
+        .map_err(context("read kv"))?;
+        for entry in entries {
+            let (key, value) = entry.map_err(context("read kv"))?;
+            if response.kvs.len() == limit {
+                response.more = true;
+                break;
+            }
+            response.kvs.push(decode_kv(key.value(), value.value())?);
+        }
+        return Ok(response);
+    }
+
+    // An older revision: for each key in range, its last version at or below `revision`. Two
+    // seeks per key (the key's first entry, then its last one <= revision), however long its
+    // history.
+    response.revision = revision;
+    let rev = revision as u64;
+    let hist = txn.open_table(HIST).map_err(context("open hist table"))?;
+    let upper: Bound<(&[u8], u64)> = if end.is_empty() {
+        Bound::Unbounded
+    } else {
+        Bound::Excluded((end.as_slice(), 0))
+    };
+    let mut previous_key: Option<Vec<u8>> = None;
+    loop {
+        let lower = match &previous_key {
+            None => Bound::Included((start.as_slice(), 0)),
+            Some(key) => Bound::Excluded((key.as_slice(), u64::MAX)),
+        };
+        let Some(first) = hist
+            .range::<(&[u8], u64)>((lower, upper))
+            .map_err(context("read history"))?
+            .next()
+        else {
+            break;
+        };
+        let (first_key, _) = first.map_err(context("read history"))?;
+        let (key, first_rev) = first_key.value();
+        let key = key.to_vec();
+        if first_rev <= rev {
+            let last = hist
+                .range::<(&[u8], u64)>((key.as_slice(), 0)..=(key.as_slice(), rev))
+                .map_err(context("read history"))?
+                .next_back();
+            if let Some(last) = last {
+                let (last_key, value) = last.map_err(context("read history"))?;
+                let mod_rev = last_key.value().1;
+                if let HistRecord::Put {
+                    create_revision,
+                    version,
+                    value,
+                } = decode_hist(&key, mod_rev, value.value())?
+                {
+                    if response.kvs.len() == limit {
+                        response.more = true;
+                        break;
+                    }
+                    response.kvs.push(KeyValue {
+                        key: key.clone(),
+                        value: value.to_vec(),
+                        create_revision,
+                        mod_revision: mod_rev as Revision,
+                        version,
+                    });
+                }
+            }
+        }
+        previous_key = Some(key);
+    }
+    Ok(response)
+}
+
+/// Events with revision above `after` (up to `max_events` of them), from one snapshot.
+struct LogChunk {
+    events: Vec<WatchEvent>,
+    /// Every change up to this revision has been looked at.
+    scanned_to: Revision,
+    /// `scanned_to` is the snapshot's current revision: replay is done.
+    caught_up: bool,
+}
+
+fn read_log_chunk(
+    shared: &Shared,
+    range: &Range<Vec<u8>>,
+    after: Revision,
+    max_events: usize,
+) -> StoreResult<LogChunk> {
+    let txn = shared.begin_read()?;
+    let meta = read_meta(&txn)?;
+    if after + 1 < meta.compacted {
+        return Err(StoreError::Compacted {
+            requested: after + 1,
+            compacted: meta.compacted,
+        });
+    }
+    let mut chunk = LogChunk {
+        events: Vec::new(),
+        scanned_to: after.max(meta.current),
+        caught_up: true,
+    };
+    if after >= meta.current {
+        return Ok(chunk);
+    }
+    let log = txn.open_table(LOG).map_err(context("open log table"))?;
+    let hist = txn.open_table(HIST).map_err(context("open hist table"))?;
+    // Scanning is bounded too, so a narrow watch over a long log still yields regularly.
+    let max_scanned = max_events.saturating_mul(16);
+    let mut scanned = 0;
+    for entry in log
+        .range((after + 1) as u64..=meta.current as u64)
+        .map_err(context("read the log"))?
+    {
+        let (rev, record) = entry.map_err(context("read the log"))?;
+        let rev = rev.value();
+        let record = decode_log(rev, record.value())?;
+        if range_contains(range, record.key) {
+            chunk.events.push(event_from_history(&hist, rev, &record)?);
+        }
+        scanned += 1;
+        if chunk.events.len() >= max_events || scanned >= max_scanned {
+            if (rev as Revision) < meta.current {
+                chunk.scanned_to = rev as Revision;
+                chunk.caught_up = false;
+            }
+            break;
+        }
+    }
+    Ok(chunk)
+}
+
+/// Rebuilds the watch event of the change at `rev` from the versions in `hist`.
+fn event_from_history(
+    hist: &redb::ReadOnlyTable<(&'static [u8], u64), &'static [u8]>,
+    rev: u64,
+    record: &LogRecord<'_>,
+) -> StoreResult<WatchEvent> {
+    let load = |mod_rev: u64| -> StoreResult<KeyValue> {
+        let value = hist
+            .get((record.key, mod_rev))
+            .map_err(context("read history"))?
+            .ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "history of key {:?} has no version {mod_rev} (needed by revision {rev})",
+                    String::from_utf8_lossy(record.key)
+                ))
+            })?;
+        match decode_hist(record.key, mod_rev, value.value())? {
+            HistRecord::Put {
+                create_revision,
+                version,
+                value,
+            } => Ok(KeyValue {
+                key: record.key.to_vec(),
+                value: value.to_vec(),
+                create_revision,
+                mod_revision: mod_rev as Revision,
+                version,
+            }),
+            HistRecord::Tombstone => Err(StoreError::Backend(format!(
+                "history of key {:?} has a tombstone at {mod_rev} where revision {rev} expects a value",
+                String::from_utf8_lossy(record.key)
+            ))),
+        }
+    };
+    let prev_kv = match record.prev_mod_revision {
+        0 => None,
+        prev => Some(load(prev)?),
+    };
+    let kv = match record.kind {
+        EventKind::Put => load(rev)?,
+        EventKind::Delete => tombstone_kv(record.key.to_vec(), rev as Revision),
+    };
+    Ok(WatchEvent {
+        kind: record.kind,
+        kv,
+        prev_kv,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watches
+
+struct Watch {
+    /// Weak, so an open watch does not keep the database file open after the store is dropped.
+    shared: Weak<Shared>,
+    range: Arc<Range<Vec<u8>>>,
+    live: broadcast::Receiver<EventBatch>,
+    /// Every matching change up to this revision has been queued (or delivered).
+    progress: Revision,
+    replaying: bool,
+    pending: VecDeque<WatchEvent>,
+    finished: bool,
+    replay_chunk: usize,
+}
+
+impl Watch {
+    async fn next_event(&mut self) -> Option<StoreResult<WatchEvent>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(Ok(event));
+            }
+            if self.finished {
+                return None;
+            }
+            if self.replaying {
+                if let Err(e) = self.replay_step().await {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+                continue;
+            }
+            match self.live.recv().await {
+                Ok(batch) => {
+                    for event in batch.iter() {
+                        if event.revision() > self.progress
+                            && range_contains(&self.range, &event.kv.key)
+                        {
+                            self.pending.push_back(event.clone());
+                        }
+                    }
+                    if let Some(last) = batch.last() {
+                        self.progress = self.progress.max(last.revision());
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Everything through `progress` was delivered (`pending` is empty here).
+                    self.finished = true;
+                    return Some(Err(StoreError::WatchLagged {
+                        revision: self.progress,
+                    }));
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.finished = true;
+                    return Some(Err(StoreError::Closed));
+                }
+            }
+        }
+    }
+
+    /// Reads the next chunk of history into `pending`.
+    async fn replay_step(&mut self) -> StoreResult<()> {
+        let shared = self.shared.upgrade().ok_or(StoreError::Closed)?;
+        let range = self.range.clone();
+        let after = self.progress;
+        let max_events = self.replay_chunk;
+        let chunk =
+            tokio::task::spawn_blocking(move || read_log_chunk(&shared, &range, after, max_events))
+                .await
+                .map_err(context("watch replay task"))??;
+        self.pending.extend(chunk.events);
+        self.progress = chunk.scanned_to;
+        self.replaying = !chunk.caught_up;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention
+
+async fn run_compactor(store: Weak<RedbStore>, options: RedbStoreOptions) {
+    let interval = options.compaction_interval.max(Duration::from_millis(10));
+    let step = interval
+        .min(options.retention_period / 8)
+        .max(Duration::from_millis(10));
+    let mut ticker = tokio::time::interval(step);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut samples = VecDeque::new();
+    let mut last_compaction = Instant::now();
+    loop {
+        ticker.tick().await;
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        if store.check_open().is_err() {
+            return;
+        }
+        let now = Instant::now();
+        let current = store.shared.current.load(Ordering::SeqCst);
+        samples.push_back((now, current));
+        if now.duration_since(last_compaction) < interval {
+            continue;
+        }
+        last_compaction = now;
+        let target = retention_target(
+            &mut samples,
+            now,
+            current,
+            options.retention_period,
+            options.retention_revisions,
+        );
+        let compacted = store.shared.compacted.load(Ordering::SeqCst);
+        if let Some(target) = target.filter(|t| *t > compacted) {
+            match store.compact(target).await {
+                Ok(()) => tracing::debug!(revision = target, "retention compaction done"),
+                // Someone else compacted further in the meantime.
+                Err(StoreError::Compacted { .. }) => {}
+                Err(StoreError::Closed) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, revision = target, "retention compaction failed")
+                }
+            }
+        }
+    }
+}
+
+/// The revision to compact to under the retention policy, from `(time, current revision)`
+/// samples in time order: the newest sample at least `period` old, but no more than
+/// `current - keep_revisions`. Drops the samples it will never need again.
+fn retention_target(
+    samples: &mut VecDeque<(Instant, Revision)>,
+    now: Instant,
+    current: Revision,
+    period: Duration,
+    keep_revisions: i64,
+) -> Option<Revision> {
+    let mut by_time = None;
+    while let Some(&(at, revision)) = samples.front() {
+        if now.duration_since(at) < period {
+            break;
+        }
+        by_time = Some(revision);
+        samples.pop_front();
+    }
+    let by_count = current.saturating_sub(keep_revisions.max(0));
+    by_time.map(|t| t.min(by_count)).filter(|t| *t > 0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record encoding (all integers big-endian; every record starts with RECORD_V1)
+
+const HIST_PUT: u8 = 0;
+const HIST_TOMBSTONE: u8 = 1;
+const LOG_PUT: u8 = 0;
+const LOG_DELETE: u8 = 1;
+
+/// `kv`: `[RECORD_V1][create_rev u64][mod_rev u64][version u64][value...]`
+fn encode_kv(buf: &mut Vec<u8>, create: Revision, modified: Revision, version: i64, value: &[u8]) {
+    buf.clear();
+    buf.reserve(25 + value.len());
+    buf.push(RECORD_V1);
+    buf.extend_from_slice(&(create as u64).to_be_bytes());
+    buf.extend_from_slice(&(modified as u64).to_be_bytes());
+    buf.extend_from_slice(&(version as u64).to_be_bytes());
+    buf.extend_from_slice(value);
+}
+
+fn decode_kv(key: &[u8], record: &[u8]) -> StoreResult<KeyValue> {
+    let corrupt = || {
+        StoreError::Backend(format!(
+            "corrupt kv record for key {:?}",
+            String::from_utf8_lossy(key)
+        ))
+    };
+    if record.len() < 25 || record[0] != RECORD_V1 {
+        return Err(corrupt());
+    }
+    Ok(KeyValue {
+        key: key.to_vec(),
+        value: record[25..].to_vec(),
+        create_revision: be_u64(&record[1..9]) as Revision,
+        mod_revision: be_u64(&record[9..17]) as Revision,
+        version: be_u64(&record[17..25]) as i64,
+    })
+}
+
+/// `hist` put: `[RECORD_V1][HIST_PUT][create_rev u64][version u64][value...]`
+fn encode_hist_put(buf: &mut Vec<u8>, create: Revision, version: i64, value: &[u8]) {
+    buf.clear();
+    buf.reserve(18 + value.len());
+    buf.push(RECORD_V1);
+    buf.push(HIST_PUT);
+    buf.extend_from_slice(&(create as u64).to_be_bytes());
+    buf.extend_from_slice(&(version as u64).to_be_bytes());
+    buf.extend_from_slice(value);
+}
+
+/// `hist` tombstone: `[RECORD_V1][HIST_TOMBSTONE]`
+fn encode_hist_tombstone(buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.push(RECORD_V1);
+    buf.push(HIST_TOMBSTONE);
+}
+
+enum HistRecord<'a> {
+    Put {
+        create_revision: Revision,
+        version: i64,
+        value: &'a [u8],
+    },
+    Tombstone,
+}
+
+fn decode_hist<'a>(key: &[u8], rev: u64, record: &'a [u8]) -> StoreResult<HistRecord<'a>> {
+    match record {
+        [RECORD_V1, HIST_TOMBSTONE] => Ok(HistRecord::Tombstone),
+        [RECORD_V1, HIST_PUT, rest @ ..] if rest.len() >= 16 => Ok(HistRecord::Put {
+            create_revision: be_u64(&rest[0..8]) as Revision,
+            version: be_u64(&rest[8..16]) as i64,
+            value: &rest[16..],
+        }),
+        _ => Err(StoreError::Backend(format!(
+            "corrupt history record for key {:?} at revision {rev}",
+            String::from_utf8_lossy(key)
+        ))),
+    }
+}
+
+/// `log`: `[RECORD_V1][LOG_PUT|LOG_DELETE][prev_mod_rev u64, 0 if none][key...]`
+fn encode_log(buf: &mut Vec<u8>, kind: EventKind, prev_mod: u64, key: &[u8]) {
+    buf.clear();
+    buf.reserve(10 + key.len());
+    buf.push(RECORD_V1);
+    buf.push(match kind {
+        EventKind::Put => LOG_PUT,
+        EventKind::Delete => LOG_DELETE,
+    });
+    buf.extend_from_slice(&prev_mod.to_be_bytes());
+    buf.extend_from_slice(key);
+}
+
+struct LogRecord<'a> {
+    kind: EventKind,
+    prev_mod_revision: u64,
+    key: &'a [u8],
+}
+
+fn decode_log(rev: u64, record: &[u8]) -> StoreResult<LogRecord<'_>> {
+    let kind = match record {
+        [RECORD_V1, LOG_PUT, ..] => EventKind::Put,
+        [RECORD_V1, LOG_DELETE, ..] => EventKind::Delete,
+        _ => {
+            return Err(StoreError::Backend(format!(
+                "corrupt log record at revision {rev}"
+            )));
+        }
+    };
+    if record.len() < 10 {
+        return Err(StoreError::Backend(format!(
+            "corrupt log record at revision {rev}"
+        )));
+    }
+    Ok(LogRecord {
+        kind,
+        prev_mod_revision: be_u64(&record[2..10]),
+        key: &record[10..],
+    })
+}
+
+fn be_u64(bytes: &[u8]) -> u64 {
+    let mut array = [0u8; 8];
+    array.copy_from_slice(bytes);
+    u64::from_be_bytes(array)
+}
+
+/// Wraps a backend error with what was being done.
+fn context<E: Display>(what: impl Display) -> impl FnOnce(E) -> StoreError {
+    move |e| StoreError::Backend(format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let mut buf = Vec::new();
+        encode_kv(&mut buf, 3, 7, 2, b"value");
+        let kv = decode_kv(b"k", &buf).expect("decode kv");
+        assert_eq!(
+            kv,
+            KeyValue {
+                key: b"k".to_vec(),
+                value: b"value".to_vec(),
+                create_revision: 3,
+                mod_revision: 7,
+                version: 2
+            }
+        );
+
+        encode_hist_put(&mut buf, 3, 2, b"v");
+        match decode_hist(b"k", 7, &buf).expect("decode hist") {
+            HistRecord::Put {
+                create_revision,
+                version,
+                value,
+            } => assert_eq!((create_revision, version, value), (3, 2, &b"v"[..])),
+            HistRecord::Tombstone => panic!("expected a put"),
+        }
+        encode_hist_tombstone(&mut buf);
+        assert!(matches!(
+            decode_hist(b"k", 8, &buf).expect("decode tombstone"),
+            HistRecord::Tombstone
+        ));
+
+        encode_log(&mut buf, EventKind::Delete, 7, b"key");
+        let log = decode_log(8, &buf).expect("decode log");
+        assert_eq!(log.kind, EventKind::Delete);
+        assert_eq!(log.prev_mod_revision, 7);
+        assert_eq!(log.key, b"key");
+
+        assert!(decode_kv(b"k", &[2, 0]).is_err());
+        assert!(decode_hist(b"k", 1, &[RECORD_V1, HIST_PUT, 0]).is_err());
+        assert!(decode_log(1, &[RECORD_V1, 9]).is_err());
+    }
+
+    #[test]
+    fn retention_keeps_whichever_is_more() {
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        let period = Duration::from_secs(300);
+        let mut samples: VecDeque<_> = [(at(0), 100), (at(100), 200), (at(200), 300)].into();
+
+        // Nothing is old enough yet: keep everything.
+        assert_eq!(
+            retention_target(&mut samples, at(250), 1_000, period, 10),
+            None
+        );
+        // At 320 s, the sample from 0 s is old enough; the later ones are not.
+        assert_eq!(
+            retention_target(&mut samples, at(320), 1_000, period, 10),
+            Some(100)
+        );
+        assert_eq!(samples.len(), 2);
+        // The revision floor keeps more than the time window here.
+        assert_eq!(
+            retention_target(&mut samples, at(450), 1_000, period, 900),
+            Some(100)
+        );
+        // Nothing to compact below revision 1.
+        let mut samples: VecDeque<_> = [(at(0), 0)].into();
+        assert_eq!(retention_target(&mut samples, at(400), 0, period, 0), None);
+    }
+}
