@@ -8,6 +8,8 @@
 //!
 //! [`server`] wires them together with the PKI and the TLS listener.
 
+pub mod controllers;
+pub mod deletion;
 pub mod discovery;
 pub mod http;
 pub mod metrics;

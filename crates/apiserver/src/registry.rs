@@ -17,6 +17,7 @@ use finale_store::{
 use rand::Rng;
 use serde_json::{Value, json};
 
+use crate::deletion::{self, Graceful};
 use crate::object::{self, metadata_mut};
 use crate::patch;
 use crate::resources::{Catalog, ResourceType};
@@ -32,6 +33,15 @@ pub const MAX_OBJECT_BYTES: usize = 1_500_000;
 /// How many times a guarded update re-reads and retries after losing a race with another
 /// writer, when the client did not pin a resourceVersion itself.
 const UPDATE_RETRIES: usize = 8;
+
+/// N3: namespaces that can never be deleted.
+pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// P8, word for word.
+pub const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
+/// U1: how many generated names a create tries before giving up.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
 
 /// Namespaces that must always exist (api-surface §6.1).
 pub const SYSTEM_NAMESPACES: [&str; 4] =
@@ -86,6 +96,8 @@ pub enum Subresource {
     Main,
     /// `/status`: only `.status` changes.
     Status,
+    /// A namespace's `/finalize`: only `spec.finalizers` changes (N1).
+    Finalize,
 }
 
 /// The result of a DELETE.
@@ -95,6 +107,8 @@ pub struct DeleteResult {
     pub body: Value,
     /// True when the object left storage (or would have, under dry-run).
     pub removed: bool,
+    /// `Warning` headers for the client (P8).
+    pub warnings: Vec<String>,
 }
 
 pub struct Registry {
@@ -196,6 +210,14 @@ impl Registry {
 
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// Every committed change, for in-process controllers (see
+    /// [`WatchCache::subscribe_changes`]).
+    pub fn subscribe_changes(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<Arc<crate::watch_cache::CachedEvent>> {
+        self.watch_cache.subscribe_changes()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -486,19 +508,18 @@ impl Registry {
             .unwrap_or_default()
             .to_string();
         let mut errors = Vec::new();
-        if name.is_empty() {
-            match generate_name.as_deref().filter(|g| !g.is_empty()) {
-                Some(prefix) => {
-                    errors.extend(validation::validate_generate_name(
-                        prefix,
-                        resource.name_rule,
-                    ));
-                    // Upstream keeps the name within 63 bytes: a prefix of at most 58.
-                    let prefix: String = prefix.chars().take(58).collect();
-                    name = format!("{prefix}{}", random_suffix());
-                }
-                None => {}
-            }
+        let name_was_generated =
+            name.is_empty() && generate_name.as_deref().is_some_and(|g| !g.is_empty());
+        if name.is_empty()
+            && let Some(prefix) = generate_name.as_deref().filter(|g| !g.is_empty())
+        {
+            errors.extend(validation::validate_generate_name(
+                prefix,
+                resource.name_rule,
+            ));
+            // Upstream keeps the name within 63 bytes: a prefix of at most 58.
+            let prefix: String = prefix.chars().take(58).collect();
+            name = format!("{prefix}{}", random_suffix());
         }
         if metadata
             .get("resourceVersion")
@@ -533,7 +554,7 @@ impl Registry {
         if let Some(manager) = &options.field_manager {
             validate_field_manager(manager)?;
         }
-        if resource.status_subresource && resource.group != "" {
+        if resource.status_subresource && !resource.group.is_empty() {
             // api-surface §6.2: a create ignores .status where a status subresource exists
             // (built-in workloads start with an empty status).
             if let Some(map) = object.as_object_mut() {
@@ -541,6 +562,9 @@ impl Registry {
             }
         }
         if let Some(hook) = resource.defaulting {
+            hook(&mut object);
+        }
+        if let Some(hook) = resource.write_defaults {
             hook(&mut object);
         }
         set_type_meta(resource, &mut object);
@@ -556,52 +580,95 @@ impl Registry {
             ));
         }
         if let Some(ns) = &namespace {
-            self.check_namespace_accepts_creates(ns).await?;
+            self.check_namespace_accepts_creates(ns, resource, &name)
+                .await?;
         }
 
-        let key = resource.object_key(namespace.as_deref(), &name);
-        let bytes = encode(&object)?;
-        if options.dry_run {
-            let (existing, _) = self.store.get(key.as_bytes()).await?;
-            if existing.is_some() {
-                return Err(ApiError::already_exists(target(resource, &name)));
+        let generated = name_was_generated;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let key = resource.object_key(namespace.as_deref(), &name);
+            let bytes = encode(&object)?;
+            let clash = if options.dry_run {
+                match self.store.get(key.as_bytes()).await? {
+                    (Some(existing), _) => Some(Some(existing)),
+                    (None, _) => None,
+                }
+            } else {
+                match self
+                    .store
+                    .write(
+                        WriteOp::Put {
+                            key: key.into_bytes(),
+                            value: bytes,
+                        },
+                        Precondition::MustNotExist,
+                    )
+                    .await?
+                {
+                    WriteOutcome::Committed(result) => {
+                        set_resource_version(&mut object, result.revision);
+                        return Ok(object);
+                    }
+                    WriteOutcome::PreconditionFailed { current } => Some(current),
+                }
+            };
+            let Some(existing) = clash else {
+                return Ok(object);
+            };
+            // U1: a generated name that clashes is generated again, up to 8 tries.
+            if generated && attempts < GENERATE_NAME_ATTEMPTS {
+                let prefix: String = object::meta_str(&object, "generateName")
+                    .unwrap_or_default()
+                    .chars()
+                    .take(58)
+                    .collect();
+                name = format!("{prefix}{}", random_suffix());
+                metadata_mut(&mut object).insert("name".into(), json!(name));
+                continue;
             }
-            return Ok(object);
-        }
-        match self
-            .store
-            .write(
-                WriteOp::Put {
-                    key: key.into_bytes(),
-                    value: bytes,
-                },
-                Precondition::MustNotExist,
-            )
-            .await?
-        {
-            WriteOutcome::Committed(result) => {
-                set_resource_version(&mut object, result.revision);
-                Ok(object)
+            let mut error = ApiError::already_exists(target(resource, &name));
+            if generated {
+                error.message = format!(
+                    "{}, the server was not able to generate a unique name for the object",
+                    error.message
+                );
+                if let Some(details) = error.details.as_mut() {
+                    details.retry_after_seconds = Some(1);
+                }
+            } else if existing
+                .as_ref()
+                .and_then(|kv| decode(kv).ok())
+                .is_some_and(|o| object::is_terminating(&o))
+            {
+                // U2
+                error.message = format!("object is being deleted: {}", error.message);
             }
-            WriteOutcome::PreconditionFailed { .. } => {
-                Err(ApiError::already_exists(target(resource, &name)))
-            }
+            return Err(error);
         }
     }
 
-    /// Namespaced creates need a namespace that exists and is not terminating.
-    async fn check_namespace_accepts_creates(&self, namespace: &str) -> ApiResult<()> {
+    /// Namespaced creates need a namespace that exists and is not terminating (N5).
+    async fn check_namespace_accepts_creates(
+        &self,
+        namespace: &str,
+        resource: &ResourceType,
+        name: &str,
+    ) -> ApiResult<()> {
         let key = format!("/registry/core/namespaces/{namespace}");
         let (kv, _) = self.store.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| ApiError::namespace_not_found(namespace))?;
         let ns = decode(&kv)?;
         if object::is_terminating(&ns) {
             return Err(ApiError::forbidden(format!(
-                "unable to create new content in namespace {namespace} because it is being terminated"
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                target(resource, name).qualified_resource()
             ))
             .with_details(Details {
-                name: namespace.to_string(),
-                kind: "namespaces".into(),
+                name: name.to_string(),
+                group: resource.group.clone(),
+                kind: resource.plural.clone(),
                 causes: vec![crate::status::Cause {
                     reason: "NamespaceTerminating".into(),
                     message: format!("namespace {namespace} is being terminated"),
@@ -696,31 +763,51 @@ impl Registry {
                 ));
             }
 
-            // Deleting: the last finalizer of a terminating object is gone, so the update
-            // completes the deletion instead of storing the object.
-            let finishes_deletion =
-                object::is_terminating(&candidate) && object::finalizers(&candidate).is_empty();
+            // U7: the last finalizer of a terminating object is gone, so the update
+            // completes the deletion instead of storing the object. Nothing new is stored,
+            // so the answer keeps the revision it was read at.
+            if update_finishes_deletion(resource, &current, &candidate) {
+                if options.dry_run {
+                    return Ok(candidate);
+                }
+                match self
+                    .store
+                    .write(
+                        WriteOp::Delete {
+                            key: key.clone().into_bytes(),
+                        },
+                        Precondition::ModRevision(kv.mod_revision),
+                    )
+                    .await?
+                {
+                    // A concurrent remover winning is fine.
+                    WriteOutcome::Committed(_)
+                    | WriteOutcome::PreconditionFailed { current: None } => return Ok(candidate),
+                    WriteOutcome::PreconditionFailed { current: Some(_) } => {
+                        if pinned_revision.is_some() || attempts >= UPDATE_RETRIES {
+                            return Err(ApiError::stale_resource_version(target(resource, name)));
+                        }
+                        continue;
+                    }
+                }
+            }
 
             let unchanged = strip_resource_version(&candidate) == strip_resource_version(&current);
-            if unchanged && !finishes_deletion {
+            if unchanged {
                 return Ok(current);
             }
             if options.dry_run {
                 return Ok(candidate);
             }
-            let op = if finishes_deletion {
-                WriteOp::Delete {
-                    key: key.clone().into_bytes(),
-                }
-            } else {
-                WriteOp::Put {
-                    key: key.clone().into_bytes(),
-                    value: encode(&candidate)?,
-                }
-            };
             match self
                 .store
-                .write(op, Precondition::ModRevision(kv.mod_revision))
+                .write(
+                    WriteOp::Put {
+                        key: key.clone().into_bytes(),
+                        value: encode(&candidate)?,
+                    },
+                    Precondition::ModRevision(kv.mod_revision),
+                )
                 .await?
             {
                 WriteOutcome::Committed(result) => {
@@ -804,7 +891,8 @@ impl Registry {
 
     // ----- delete ------------------------------------------------------------------------
 
-    /// DELETE of one object: deletion-semantics §3 (D1–D12) for non-graceful kinds.
+    /// DELETE of one object: deletion-semantics §3 (D1–D14), §4 (GC finalizers) and §6
+    /// (graceful deletion), and §10 N3/N4 for namespaces.
     pub async fn delete(
         &self,
         resource: &ResourceType,
@@ -813,6 +901,19 @@ impl Registry {
         options: &DeleteOptions,
     ) -> ApiResult<DeleteResult> {
         validate_delete_options(options)?;
+        let is_namespace = resource.is_namespace();
+        // N3: the namespaces the system lives in cannot be deleted.
+        if is_namespace && IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            ))
+            .with_details(Details {
+                name: name.to_string(),
+                kind: "namespaces".into(),
+                ..Details::default()
+            }));
+        }
+        let warnings = job_orphan_warning(resource, options);
         let key = resource.object_key(namespace, name);
         let mut attempts = 0;
         loop {
@@ -821,93 +922,115 @@ impl Registry {
             let (kv, _) = self.store.get(key.as_bytes()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
             let stored = decode(&kv)?;
-            // D3.2: preconditions fail early, naming the Kind.
-            check_delete_preconditions(resource, name, &stored, &options.preconditions)?;
+            if is_namespace {
+                // N4.1: a uid precondition is always in force, reported in storage's words.
+                check_namespace_preconditions(name, &stored, &options.preconditions)?;
+            } else {
+                // D3.2: preconditions fail early, naming the Kind.
+                check_delete_preconditions(resource, name, &stored, &options.preconditions)?;
+            }
 
-            let finalizers = object::finalizers(&stored);
-            if !finalizers.is_empty() {
-                // D5/D6: finalizers pending → mark terminating (once) and keep the object.
-                if object::is_terminating(&stored) {
+            let plan = if is_namespace {
+                plan_namespace_delete(&stored, options)
+            } else {
+                plan_delete(resource, &stored, options)
+            };
+            let (next, remove_after) = match plan {
+                // D4 / N4.3: nothing to write; answer with what is stored.
+                DeletePlan::Pending => {
                     return Ok(DeleteResult {
                         body: stored,
                         removed: false,
+                        warnings,
                     });
                 }
-                let mut marked = stored.clone();
-                let metadata = metadata_mut(&mut marked);
-                metadata.insert("deletionTimestamp".into(), json!(object::now()));
-                metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
-                // D14: generation bumps on first entry into terminating.
-                if let Some(generation) = metadata
-                    .get("generation")
-                    .and_then(Value::as_i64)
-                    .filter(|g| *g > 0)
-                {
-                    metadata.insert("generation".into(), json!(generation + 1));
-                }
-                if options.dry_run {
-                    return Ok(DeleteResult {
-                        body: marked,
-                        removed: false,
-                    });
-                }
-                match self
-                    .store
-                    .write(
-                        WriteOp::Put {
-                            key: key.clone().into_bytes(),
-                            value: encode(&marked)?,
-                        },
-                        Precondition::ModRevision(kv.mod_revision),
-                    )
-                    .await?
-                {
-                    WriteOutcome::Committed(result) => {
-                        set_resource_version(&mut marked, result.revision);
-                        return Ok(DeleteResult {
-                            body: marked,
-                            removed: false,
-                        });
-                    }
-                    WriteOutcome::PreconditionFailed { current: None } => {
-                        return Err(ApiError::not_found(target(resource, name)));
-                    }
-                    WriteOutcome::PreconditionFailed { current: Some(_) }
-                        if attempts < UPDATE_RETRIES =>
+                DeletePlan::RemoveNow => (None, true),
+                DeletePlan::Update {
+                    object,
+                    then_remove,
+                } => (Some(object), then_remove),
+            };
+
+            let mut last = stored.clone();
+            let mut revision = kv.mod_revision;
+            if let Some(mut updated) = next {
+                // D6: the mark-terminating (or grace-shortening, or GC-finalizer) update.
+                if !options.dry_run {
+                    match self
+                        .store
+                        .write(
+                            WriteOp::Put {
+                                key: key.clone().into_bytes(),
+                                value: encode(&updated)?,
+                            },
+                            Precondition::ModRevision(kv.mod_revision),
+                        )
+                        .await?
                     {
-                        continue;
-                    }
-                    WriteOutcome::PreconditionFailed { current: Some(_) } => {
-                        return Err(ApiError::stale_resource_version(target(resource, name)));
+                        WriteOutcome::Committed(result) => {
+                            set_resource_version(&mut updated, result.revision);
+                            revision = result.revision;
+                        }
+                        WriteOutcome::PreconditionFailed { current: None } => {
+                            return Err(ApiError::not_found(target(resource, name)));
+                        }
+                        WriteOutcome::PreconditionFailed { current: Some(_) }
+                            if attempts < UPDATE_RETRIES =>
+                        {
+                            continue;
+                        }
+                        WriteOutcome::PreconditionFailed { current: Some(_) } => {
+                            return Err(ApiError::stale_resource_version(target(resource, name)));
+                        }
                     }
                 }
+                if !remove_after {
+                    // D7: the object stays; the body is the updated object.
+                    return Ok(DeleteResult {
+                        body: updated,
+                        removed: false,
+                        warnings,
+                    });
+                }
+                last = updated;
             }
 
             // D9: dry-run answers as the real delete would, touching nothing.
             if options.dry_run {
                 return Ok(DeleteResult {
-                    body: deleted_body(resource, name, stored),
+                    body: deleted_body(resource, name, last),
                     removed: true,
+                    warnings,
                 });
             }
-            // D10: conditional on the revision observed; the deleted object carries the
-            // revision of the delete.
+            // D10: conditional on the revision observed (D8: rebased onto our own update);
+            // the deleted object carries the revision of the delete.
             match self
                 .store
                 .write(
                     WriteOp::Delete {
                         key: key.clone().into_bytes(),
                     },
-                    Precondition::ModRevision(kv.mod_revision),
+                    Precondition::ModRevision(revision),
                 )
                 .await?
             {
                 WriteOutcome::Committed(result) => {
-                    let mut last = stored;
                     set_resource_version(&mut last, result.revision);
                     return Ok(DeleteResult {
                         body: deleted_body(resource, name, last),
                         removed: true,
+                        warnings,
+                    });
+                }
+                // D7/D11: after our own grace-0 update, another remover winning is fine.
+                WriteOutcome::PreconditionFailed { current: None }
+                    if revision != kv.mod_revision =>
+                {
+                    return Ok(DeleteResult {
+                        body: deleted_body(resource, name, last),
+                        removed: true,
+                        warnings,
                     });
                 }
                 WriteOutcome::PreconditionFailed { current: None } => {
@@ -925,29 +1048,32 @@ impl Registry {
         }
     }
 
-    /// DELETECOLLECTION: deletes every object the selectors match, one by one through
-    /// [`Registry::delete`], and answers with the list of what it acted on.
+    /// DELETECOLLECTION (C1–C5): every object the selectors match goes through the
+    /// single-object [`Registry::delete`]; the answer lists the items as they were before.
+    /// With `limit`, only that one page is processed and the answer carries `continue`.
     pub async fn delete_collection(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
         list_options: &ListOptions,
         options: &DeleteOptions,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<(Value, Vec<String>)> {
         validate_delete_options(options)?;
-        let mut list_options = list_options.clone();
-        list_options.limit = 0;
-        list_options.continue_token = None;
-        let listed = self.list(resource, namespace, &list_options).await?;
-        let mut deleted = Vec::new();
-        for item in listed
+        if resource.is_namespace() {
+            // N2
+            return Err(ApiError::method_not_allowed(
+                "the namespaces resource does not support deletecollection",
+            ));
+        }
+        let listed = self.list(resource, namespace, list_options).await?;
+        let items = listed
             .get("items")
             .and_then(Value::as_array)
             .cloned()
-            .unwrap_or_default()
-        {
-            let name = object::name(&item).to_string();
-            let item_namespace = object::meta_str(&item, "namespace").map(str::to_string);
+            .unwrap_or_default();
+        for item in &items {
+            let name = object::name(item).to_string();
+            let item_namespace = object::meta_str(item, "namespace").map(str::to_string);
             match self
                 .delete(
                     resource,
@@ -957,27 +1083,208 @@ impl Registry {
                 )
                 .await
             {
-                Ok(result) => deleted.push(
-                    if result.body.get("kind").and_then(Value::as_str) == Some("Status") {
-                        item
-                    } else {
-                        result.body
-                    },
-                ),
+                Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        for item in &mut deleted {
-            strip_type_meta(item);
-        }
-        Ok(json!({
-            "kind": resource.list_kind,
-            "apiVersion": resource.api_version(),
-            "metadata": {"resourceVersion": listed.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))},
-            "items": deleted,
-        }))
+        Ok((listed, job_orphan_warning(resource, options)))
     }
+}
+
+/// What one DELETE does to a stored object.
+enum DeletePlan {
+    /// D4: nothing to write.
+    Pending,
+    /// D5: no update needed; remove it.
+    RemoveNow,
+    /// D6: write `object`; then remove it too when `then_remove` (graceful with grace 0).
+    Update { object: Value, then_remove: bool },
+}
+
+/// D3.3–D7 for every kind but namespaces.
+fn plan_delete(resource: &ResourceType, stored: &Value, options: &DeleteOptions) -> DeletePlan {
+    let graceful = if resource.graceful {
+        deletion::check_graceful(stored, options, chrono::Utc::now())
+    } else {
+        Graceful::No
+    };
+    if graceful == Graceful::Pending {
+        return DeletePlan::Pending;
+    }
+    let stored_finalizers = object::finalizers(stored);
+    let gc_change = deletion::gc_finalizers(&stored_finalizers, resource.gc_policy, options);
+    let finalizers = gc_change
+        .clone()
+        .unwrap_or_else(|| stored_finalizers.clone());
+    let graceful_set = matches!(graceful, Graceful::Set { .. });
+    if !graceful_set && stored_finalizers.is_empty() && gc_change.is_none() {
+        return DeletePlan::RemoveNow;
+    }
+    if !graceful_set && finalizers.is_empty() {
+        // D6: the GC finalizers went away and nothing else holds the object.
+        return DeletePlan::RemoveNow;
+    }
+    let mut updated = stored.clone();
+    let metadata = metadata_mut(&mut updated);
+    if gc_change.is_some() {
+        if finalizers.is_empty() {
+            metadata.remove("finalizers");
+        } else {
+            metadata.insert("finalizers".into(), json!(finalizers));
+        }
+    }
+    let first_time = !object::is_terminating(stored);
+    match &graceful {
+        Graceful::Set {
+            deletion_timestamp,
+            grace_seconds,
+            ..
+        } => {
+            metadata.insert("deletionTimestamp".into(), json!(deletion_timestamp));
+            metadata.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
+        }
+        _ => {
+            // markAsDeleting: now, unless already set to a time not after now; grace 0.
+            let now = chrono::Utc::now();
+            let keep = metadata
+                .get("deletionTimestamp")
+                .and_then(Value::as_str)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| t.with_timezone(&chrono::Utc) <= now);
+            if !keep {
+                metadata.insert("deletionTimestamp".into(), json!(object::timestamp(now)));
+            }
+            metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
+    }
+    // D14: generation bumps on first entry into terminating, for kinds that track it.
+    if first_time
+        && let Some(generation) = metadata
+            .get("generation")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
+    {
+        metadata.insert("generation".into(), json!(generation + 1));
+    }
+    // D7: finalizers keep the object; so does a grace period still running.
+    let grace_zero = matches!(
+        graceful,
+        Graceful::Set {
+            grace_seconds: 0,
+            ..
+        }
+    );
+    let then_remove = finalizers.is_empty() && grace_zero;
+    if updated == *stored {
+        // A repeated DELETE that changes nothing writes nothing (scenario 4).
+        return if then_remove {
+            DeletePlan::RemoveNow
+        } else {
+            DeletePlan::Pending
+        };
+    }
+    DeletePlan::Update {
+        object: updated,
+        then_remove,
+    }
+}
+
+/// N4.2–N4.4: a namespace is marked Terminating (no grace period) and stays until its
+/// `spec.finalizers` and `metadata.finalizers` are empty.
+fn plan_namespace_delete(stored: &Value, options: &DeleteOptions) -> DeletePlan {
+    let spec_finalizers = stored
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty());
+    if object::is_terminating(stored) {
+        if spec_finalizers {
+            return DeletePlan::Pending;
+        }
+        if object::finalizers(stored).is_empty() {
+            return DeletePlan::RemoveNow;
+        }
+    }
+    let mut updated = stored.clone();
+    let stored_finalizers = object::finalizers(stored);
+    let wanted = match (
+        options.orphan_dependents,
+        options.propagation_policy.as_deref(),
+    ) {
+        (Some(true), _) | (None, Some("Orphan")) => Some(deletion::ORPHAN_FINALIZER),
+        (Some(false), _) | (None, Some("Foreground")) => Some(deletion::FOREGROUND_FINALIZER),
+        _ => None,
+    };
+    if let Some(wanted) = wanted {
+        let mut finalizers: Vec<String> = stored_finalizers
+            .into_iter()
+            .filter(|f| f != deletion::ORPHAN_FINALIZER && f != deletion::FOREGROUND_FINALIZER)
+            .collect();
+        finalizers.push(wanted.to_string());
+        metadata_mut(&mut updated).insert("finalizers".into(), json!(finalizers));
+    }
+    if !object::is_terminating(stored) {
+        metadata_mut(&mut updated).insert("deletionTimestamp".into(), json!(object::now()));
+    }
+    updated["status"]["phase"] = json!("Terminating");
+    if updated == *stored {
+        return DeletePlan::Pending;
+    }
+    DeletePlan::Update {
+        object: updated,
+        then_remove: false,
+    }
+}
+
+/// P8: deleting Jobs without a policy orphans their pods; upstream says so in a warning.
+fn job_orphan_warning(resource: &ResourceType, options: &DeleteOptions) -> Vec<String> {
+    if resource.group == "batch"
+        && resource.plural == "jobs"
+        && options.propagation_policy.is_none()
+        && options.orphan_dependents.is_none()
+    {
+        vec![JOB_ORPHAN_WARNING.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// N4.1: the namespace precondition failure, worded as the storage layer words it.
+fn check_namespace_preconditions(
+    name: &str,
+    stored: &Value,
+    preconditions: &Preconditions,
+) -> ApiResult<()> {
+    let conflict = |message: String| {
+        ApiError::conflict(
+            Target {
+                group: "",
+                resource: "namespaces",
+                name,
+            },
+            &message,
+        )
+    };
+    let actual_uid = object::uid(stored);
+    if let Some(uid) = preconditions.uid.as_deref().filter(|u| !u.is_empty())
+        && uid != actual_uid
+    {
+        return Err(conflict(format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual_uid}"
+        )));
+    }
+    let actual_rv = object::meta_str(stored, "resourceVersion").unwrap_or_default();
+    if let Some(rv) = preconditions
+        .resource_version
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        && rv != actual_rv
+    {
+        return Err(conflict(format!(
+            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual_rv}"
+        )));
+    }
+    Ok(())
 }
 
 /// D12: the deleted object for kinds with the return-deleted-object flag, else a success
@@ -1089,10 +1396,46 @@ fn prepare_update(
     subresource: Subresource,
 ) -> ApiResult<Value> {
     let name = object::name(current).to_string();
+    let invalid =
+        |errors: &[FieldError]| ApiError::invalid(&resource.kind, &resource.group, &name, errors);
+    // U6: a uid in the body is a precondition.
+    if let Some(uid) = object::meta_str(&requested, "uid").filter(|u| !u.is_empty())
+        && uid != object::uid(current)
+    {
+        return Err(ApiError::conflict(
+            target(resource, &name),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                object::uid(current)
+            ),
+        ));
+    }
+    // U3/U4: the deletion fields are the server's. A terminating object keeps its values
+    // whatever the request says; setting them on a live object is an immutable-field error.
+    let current_meta = object::metadata(current).cloned().unwrap_or_default();
+    let requested_meta = object::metadata(&requested).cloned().unwrap_or_default();
+    let mut errors = Vec::new();
+    for field in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+        let before = current_meta.get(field).filter(|v| !v.is_null());
+        let after = requested_meta.get(field).filter(|v| !v.is_null());
+        if let Some(after) = after
+            && before != Some(after)
+            && (before.is_none() || field == "deletionGracePeriodSeconds")
+        {
+            errors.push(FieldError::invalid(
+                &format!("metadata.{field}"),
+                value_text(after),
+                "field is immutable",
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(invalid(&errors));
+    }
+
     match subresource {
         Subresource::Status => {
-            // /status changes only .status (and nothing in metadata but what the main
-            // endpoint would carry over anyway).
+            // /status changes only .status.
             let mut next = current.clone();
             match requested.get("status") {
                 Some(status) => next["status"] = status.clone(),
@@ -1104,18 +1447,65 @@ fn prepare_update(
             }
             requested = next;
         }
-        Subresource::Main if resource.status_subresource => match current.get("status") {
-            Some(status) => requested["status"] = status.clone(),
-            None => {
-                if let Some(map) = requested.as_object_mut() {
-                    map.remove("status");
+        Subresource::Finalize => {
+            // N1: /finalize changes only a namespace's spec.finalizers.
+            let mut next = current.clone();
+            let finalizers = requested
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
+            next["spec"]["finalizers"] = finalizers;
+            requested = next;
+        }
+        Subresource::Main => {
+            if resource.status_subresource {
+                match current.get("status") {
+                    Some(status) => requested["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = requested.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
                 }
             }
-        },
-        Subresource::Main => {}
+            if resource.is_namespace() {
+                // N1: ordinary updates cannot change spec.finalizers (silently restored).
+                match current.pointer("/spec/finalizers") {
+                    Some(finalizers) => requested["spec"]["finalizers"] = finalizers.clone(),
+                    None => {
+                        if let Some(spec) = requested.get_mut("spec").and_then(Value::as_object_mut)
+                        {
+                            spec.remove("finalizers");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if resource.is_namespace() {
+        // FN3 applies to namespace spec.finalizers too.
+        if let Some(list) = requested
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+        {
+            let mut errors = Vec::new();
+            for (index, finalizer) in list.iter().enumerate() {
+                let field = format!("spec.finalizers[{index}]");
+                match finalizer.as_str() {
+                    Some(f) => errors.extend(builtin_finalizer_errors(f, &field)),
+                    None => errors.push(FieldError::invalid(
+                        &field,
+                        finalizer.to_string(),
+                        "must be a string",
+                    )),
+                }
+            }
+            if !errors.is_empty() {
+                return Err(invalid(&errors));
+            }
+        }
     }
 
-    let current_meta = object::metadata(current).cloned().unwrap_or_default();
     let metadata = metadata_mut(&mut requested);
     // F2 and api-surface §6.1: clients cannot change identity or deletion fields.
     for field in [
@@ -1134,7 +1524,7 @@ fn prepare_update(
     }
     metadata.remove("selfLink");
 
-    // U-rules: a terminating object may not gain finalizers.
+    // U5: a terminating object may not gain finalizers (removing and reordering is fine).
     if object::is_terminating(current) {
         let before = object::finalizers(current);
         let added: Vec<String> = object::finalizers(&requested)
@@ -1142,20 +1532,20 @@ fn prepare_update(
             .filter(|f| !before.contains(f))
             .collect();
         if !added.is_empty() {
-            return Err(ApiError::invalid(
-                &resource.kind,
-                &resource.group,
-                &name,
-                &[FieldError::forbidden(
-                    "metadata.finalizers",
-                    &format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                    ),
-                )],
-            ));
+            let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            return Err(invalid(&[FieldError::forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    quoted.join(", ")
+                ),
+            )]));
         }
     }
 
+    if let Some(hook) = resource.write_defaults {
+        hook(&mut requested);
+    }
     set_type_meta(resource, &mut requested);
     object::drop_empty_metadata_fields(&mut requested);
     if resource.tracks_generation && object::spec_part(&requested) != object::spec_part(current) {
@@ -1166,6 +1556,48 @@ fn prepare_update(
         metadata_mut(&mut requested).insert("generation".into(), json!(generation + 1));
     }
     Ok(requested)
+}
+
+/// A value as upstream prints it in a field error: strings bare, others as JSON.
+fn value_text(value: &Value) -> String {
+    value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string())
+}
+
+/// U7: an update that leaves a terminating object with no finalizers removes it instead,
+/// unless a graceful period is still running; namespaces also need empty spec.finalizers.
+fn update_finishes_deletion(resource: &ResourceType, current: &Value, candidate: &Value) -> bool {
+    let grace_running = object::metadata(current)
+        .and_then(|m| m.get("deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    let namespace_held = resource.is_namespace()
+        && candidate
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|l| !l.is_empty());
+    object::is_terminating(current)
+        && object::finalizers(candidate).is_empty()
+        && !grace_running
+        && !namespace_held
+}
+
+/// FN3: built-in kinds require a domain-qualified finalizer unless it is a standard one.
+fn builtin_finalizer_errors(finalizer: &str, field: &str) -> Vec<FieldError> {
+    let mut errors = validation::validate_finalizer_name(finalizer, field);
+    if errors.is_empty()
+        && !finalizer.contains('/')
+        && !validation::STANDARD_FINALIZERS.contains(&finalizer)
+    {
+        errors.push(FieldError::invalid(
+            field,
+            finalizer,
+            "name is neither a standard finalizer name nor is it fully qualified",
+        ));
+    }
+    errors
 }
 
 fn strip_resource_version(object: &Value) -> Value {
@@ -1308,11 +1740,15 @@ fn validate_object(
             match finalizers.as_array() {
                 Some(list) => {
                     for (index, finalizer) in list.iter().enumerate() {
+                        let field = format!("metadata.finalizers[{index}]");
                         match finalizer.as_str() {
-                            Some(f) => errors.extend(validation::validate_finalizer_name(
-                                f,
-                                &format!("metadata.finalizers[{index}]"),
-                            )),
+                            // FN1/FN3
+                            Some(f) if resource.builtin => {
+                                errors.extend(builtin_finalizer_errors(f, &field))
+                            }
+                            Some(f) => {
+                                errors.extend(validation::validate_finalizer_name(f, &field))
+                            }
                             None => errors.push(FieldError::invalid(
                                 &format!("metadata.finalizers[{index}]"),
                                 finalizer.to_string(),
@@ -1326,6 +1762,17 @@ fn validate_object(
                     finalizers.to_string(),
                     "must be a list of strings",
                 )),
+            }
+            // FN2
+            let names = object::finalizers(object);
+            if names.iter().any(|f| f == deletion::ORPHAN_FINALIZER)
+                && names.iter().any(|f| f == deletion::FOREGROUND_FINALIZER)
+            {
+                errors.push(FieldError::invalid_literal(
+                    "metadata.finalizers",
+                    format!("{names:?}"),
+                    "finalizer orphan and foregroundDeletion cannot be both set",
+                ));
             }
         }
     }

@@ -40,9 +40,16 @@ pub struct ResourceType {
     /// Field-selector labels beyond `metadata.name` and `metadata.namespace`.
     pub selectable_fields: Vec<String>,
     pub defaulting: Option<DefaultingHook>,
+    /// Normalisation applied on every write, create and update alike (upstream applies
+    /// these defaults when decoding any request body).
+    pub write_defaults: Option<DefaultingHook>,
     /// Sets `metadata.generation` on create and bumps it on spec changes (workloads and
     /// custom resources); others, like ConfigMap, leave it unset.
     pub tracks_generation: bool,
+    /// P7: the garbage-collection policy a DELETE without one gets.
+    pub gc_policy: crate::deletion::GcPolicy,
+    /// Deletion is graceful (Pods): a grace period runs before removal (deletion-semantics §6).
+    pub graceful: bool,
     /// A kind compiled into the server (strategic merge patch applies), as opposed to a
     /// custom resource.
     pub builtin: bool,
@@ -79,6 +86,10 @@ impl ResourceType {
 
     pub fn object_key(&self, namespace: Option<&str>, name: &str) -> String {
         format!("{}{name}", self.collection_prefix(namespace))
+    }
+
+    pub fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.plural == "namespaces"
     }
 
     /// Every field label a field selector may use for this kind.
@@ -138,7 +149,10 @@ impl Builtin {
             returns_deleted_object: false,
             selectable_fields: Vec::new(),
             defaulting: None,
+            write_defaults: None,
             tracks_generation: false,
+            gc_policy: crate::deletion::GcPolicy::DeleteDependents,
+            graceful: false,
             builtin: true,
         })
     }
@@ -162,6 +176,14 @@ impl Builtin {
         self.0.tracks_generation = true;
         self
     }
+    fn gc(mut self, policy: crate::deletion::GcPolicy) -> Self {
+        self.0.gc_policy = policy;
+        self
+    }
+    fn graceful(mut self) -> Self {
+        self.0.graceful = true;
+        self
+    }
     fn names(mut self, rule: NameRule) -> Self {
         self.0.name_rule = rule;
         self
@@ -172,6 +194,10 @@ impl Builtin {
     }
     fn fields(mut self, fields: &[&str]) -> Self {
         self.0.selectable_fields = fields.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    fn write_defaults(mut self, hook: DefaultingHook) -> Self {
+        self.0.write_defaults = Some(hook);
         self
     }
     fn defaulting(mut self, hook: DefaultingHook) -> Self {
@@ -217,11 +243,28 @@ fn default_pod(object: &mut Value) {
     }
 }
 
+/// A Secret's `stringData` is write-only convenience: it is merged into `data` (base64) and
+/// never stored; `type` defaults to Opaque.
 fn default_secret(object: &mut Value) {
-    if let Some(object) = object.as_object_mut()
-        && !object.contains_key("type")
-    {
-        object.insert("type".into(), json!("Opaque"));
+    use base64::Engine;
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    if !map.contains_key("type") {
+        map.insert("type".into(), json!("Opaque"));
+    }
+    if let Some(Value::Object(string_data)) = map.remove("stringData") {
+        let data = map.entry("data").or_insert_with(|| json!({}));
+        if !data.is_object() {
+            *data = json!({});
+        }
+        for (key, value) in string_data {
+            let text = value
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
+            data[key.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
     }
 }
 
@@ -273,7 +316,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .0,
         Builtin::new("", "v1", "Secret", "secrets", true)
             .fields(&["type"])
-            .defaulting(default_secret)
+            .write_defaults(default_secret)
             .0,
         Builtin::new("", "v1", "ServiceAccount", "serviceaccounts", true)
             .short(&["sa"])
@@ -284,7 +327,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .in_all()
             .status()
             .names(NameRule::Dns1035Label)
-            .defaulting(default_service)
+            .write_defaults(default_service)
             .0,
         Builtin::new("", "v1", "Pod", "pods", true)
             .short(&["po"])
@@ -292,14 +335,17 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .status()
             .returns_deleted()
             .fields(&pod_fields)
+            .graceful()
             .defaulting(default_pod)
             .0,
         Builtin::new("", "v1", "Event", "events", true)
             .short(&["ev"])
+            .gc(crate::deletion::GcPolicy::Unsupported)
             .fields(&event_fields)
             .0,
         Builtin::new("events.k8s.io", "v1", "Event", "events", true)
             .short(&["ev"])
+            .gc(crate::deletion::GcPolicy::Unsupported)
             .0,
         Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
         Builtin::new("apps", "v1", "Deployment", "deployments", true)
@@ -319,6 +365,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .0,
         Builtin::new("batch", "v1", "Job", "jobs", true)
             .generation()
+            .gc(crate::deletion::GcPolicy::OrphanDependents)
             .in_all()
             .status()
             .fields(&["status.successful"])

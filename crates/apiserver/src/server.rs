@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::controllers::namespace::{self, NamespaceControllerOptions};
 use crate::http::{AppState, router};
 use crate::metrics::Metrics;
 use crate::pki::{Pki, write_kubeconfig};
@@ -36,6 +37,7 @@ pub struct ServerConfig {
     pub extra_sans: Vec<String>,
     pub store: RedbStoreOptions,
     pub watch_cache: WatchCacheOptions,
+    pub namespace_controller: NamespaceControllerOptions,
 }
 
 impl ServerConfig {
@@ -46,6 +48,7 @@ impl ServerConfig {
             extra_sans: Vec::new(),
             store: RedbStoreOptions::default(),
             watch_cache: WatchCacheOptions::default(),
+            namespace_controller: NamespaceControllerOptions::default(),
         }
     }
 }
@@ -135,6 +138,12 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .bootstrap()
         .await
         .map_err(|e| anyhow::anyhow!("cannot create the system namespaces: {e}"))?;
+
+    namespace::spawn(
+        Arc::clone(&registry),
+        config.namespace_controller.clone(),
+        shutdown.clone(),
+    );
 
     let listener = TcpListener::bind(config.listen).await.with_context(|| {
         format!(

@@ -22,7 +22,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Details>,
+    /// Boxed: most errors carry none, and `Result<_, ApiError>` stays small.
+    pub details: Option<Box<Details>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -76,7 +77,7 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, details: Details) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 

@@ -165,6 +165,12 @@ impl WatchCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Every change from now on, decoded, for in-process controllers. A receiver that lags
+    /// gets `RecvError::Lagged` and should resynchronise from a list.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<CachedEvent>> {
+        self.live.subscribe()
+    }
+
     /// The last revision the cache has seen.
     pub fn head(&self) -> Revision {
         self.lock_history().head

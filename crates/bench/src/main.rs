@@ -18,6 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 
+mod disk;
 mod etcd;
 mod finale;
 mod load;

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::stats::median;
+use crate::stats::{median, percentile};
 
 /// What a figure measures, which decides how it is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -185,6 +185,8 @@ pub struct Report {
     pub figures: Vec<Figure>,
     /// Per-run details (operation counts, errors, latency tails) by scenario.
     pub raw: Vec<serde_json::Value>,
+    /// Context measured along the way (e.g. the disk's raw sync rate), printed under the table.
+    pub notes: Vec<String>,
     /// Things a reader of the table must know: failed operations, failed scenarios.
     pub warnings: Vec<String>,
 }
@@ -195,6 +197,9 @@ struct FigureJson<'a> {
     figure: &'a Figure,
     finale_median: Option<f64>,
     baseline_median: Option<f64>,
+    /// Smallest and largest run, to show how noisy the machine was.
+    finale_range: Option<(f64, f64)>,
+    baseline_range: Option<(f64, f64)>,
     ratio: Option<f64>,
     met: Option<bool>,
 }
@@ -205,6 +210,7 @@ impl Report {
             context,
             figures: Vec::new(),
             raw: Vec::new(),
+            notes: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -218,6 +224,8 @@ impl Report {
                 figure,
                 finale_median: figure.finale_median(),
                 baseline_median: figure.baseline_median(),
+                finale_range: range(&figure.finale),
+                baseline_range: range(&figure.baseline),
                 ratio: figure.ratio(),
                 met: figure.met(),
             })
@@ -226,6 +234,7 @@ impl Report {
             "context": self.context,
             "figures": figures,
             "raw": self.raw,
+            "notes": self.notes,
             "warnings": self.warnings,
         }))
     }
@@ -284,11 +293,18 @@ impl Report {
                 let _ = writeln!(out, "no runs completed for: {}", figure.name);
             }
         }
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
         for warning in &self.warnings {
             let _ = writeln!(out, "warning: {warning}");
         }
         out
     }
+}
+
+fn range(values: &[f64]) -> Option<(f64, f64)> {
+    Some((percentile(values, 0.0)?, percentile(values, 1.0)?))
 }
 
 fn format_value(value: Option<f64>, unit: Unit) -> String {

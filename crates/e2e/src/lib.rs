@@ -4,15 +4,22 @@
 //! Every child gets its own log file rather than the test's stdout (cargo-nextest reports a
 //! child holding the test's output open as a leak) and is killed and reaped on drop.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use nix::sys::signal::{Signal, kill};
+pub use nix::sys::signal::Signal;
+use nix::sys::signal::kill;
 use nix::unistd::Pid;
+
+/// How long a `finale server` may take to print its address (a debug build on a loaded
+/// 2-core machine, possibly recovering a store after `kill -9`).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A `finale server` child process on 127.0.0.1 with an ephemeral port.
 pub struct FinaleServer {
@@ -57,32 +64,65 @@ impl FinaleServer {
                 "RUST_LOG",
                 std::env::var("FINALE_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            // The log is a file that ends up in assertion messages: no colour codes.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
             .with_context(|| format!("spawn {}", binary.display()))?;
         let stdout = child.stdout.take().context("no stdout pipe")?;
-        let mut lines = BufReader::new(stdout).lines();
+        // Read stdout on a thread so the wait for the address is bounded in time; the thread
+        // keeps draining afterwards so the child never blocks on a full pipe.
+        let (lines_tx, lines_rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // The receiver is gone once the server is ready; keep draining anyway.
+                let _ = lines_tx.send(line);
+            }
+        });
+        let deadline = started + STARTUP_TIMEOUT;
         let mut url = None;
         let mut kubeconfig = None;
-        for line in lines.by_ref() {
-            let line = line.context("read server stdout")?;
-            if let Some(rest) = line.strip_prefix("finale is serving on ") {
-                url = rest.split_whitespace().next().map(str::to_string);
-            } else if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
-                kubeconfig = Some(PathBuf::from(path));
-                break;
+        let failure = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines_rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix("finale is serving on ") {
+                        url = rest.split_whitespace().next().map(str::to_string);
+                    } else if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
+                        kubeconfig = Some(PathBuf::from(path));
+                    }
+                    if url.is_some() && kubeconfig.is_some() {
+                        break None;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    // stdout closed: the server exited (or closed it) before it was ready.
+                    let status = wait_bounded(&mut child, Duration::from_secs(5));
+                    break Some(format!(
+                        "finale server exited before it was ready ({})",
+                        status.map_or_else(|| "still running".to_string(), |s| s.to_string())
+                    ));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    break Some(format!(
+                        "finale server did not print its address within {STARTUP_TIMEOUT:?}"
+                    ));
+                }
             }
-        }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        };
         let startup = started.elapsed();
-        let (Some(url), Some(kubeconfig)) = (url, kubeconfig) else {
+        let (None, Some(url), Some(kubeconfig)) = (&failure, url, kubeconfig) else {
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            bail!("finale server exited before it was ready; its log:\n{log}");
+            bail!(
+                "{}; its log ({}):\n{log}",
+                failure.unwrap_or_else(|| "finale server printed an incomplete banner".into()),
+                log_path.display()
+            );
         };
         Ok(FinaleServer {
             child: Some(child),
@@ -92,6 +132,28 @@ impl FinaleServer {
             kubeconfig,
             startup,
         })
+    }
+
+    /// `host:port` the server listens on (from its printed URL).
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("https://")
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.addr()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Whether the child is still running (false once it exited, was killed or stopped).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -124,7 +186,8 @@ impl FinaleServer {
         Ok(())
     }
 
-    /// SIGTERM, then wait (bounded) for a clean exit; returns the exit status code.
+    /// Sends `signal` (e.g. SIGTERM), then waits (bounded, 20 s) for the exit; returns the exit
+    /// status code (`None` if it died of a signal or was not running).
     pub fn terminate(&mut self, signal: Signal) -> anyhow::Result<Option<i32>> {
         let Some(mut child) = self.child.take() else {
             return Ok(None);
@@ -144,17 +207,27 @@ impl FinaleServer {
         }
     }
 
-    /// Starts the same binary again on the same data directory and address.
+    /// Starts the same binary again on the same data directory and address. A server that is
+    /// still running is killed first (`kill -9`); one stopped by [`FinaleServer::terminate`]
+    /// is simply started again.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9()?;
-        let listen = self.url.trim_start_matches("https://").to_string();
+        let listen = self.addr().to_string();
         let again = FinaleServer::start_with(&self.binary, &self.data_dir, &listen, &[])?;
         *self = again;
         Ok(())
     }
 
+    /// The whole server log (stderr of every start on this data directory, appended).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// The last `lines` lines of the log, for assertion messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 }
 
@@ -197,6 +270,38 @@ impl Kubectl {
             .env("HOME", self.cache_dir.path())
             .stdin(Stdio::null());
         command
+    }
+
+    /// Starts kubectl in the background (e.g. `get -w`), collecting its output; see
+    /// [`BackgroundKubectl`].
+    pub fn spawn(&self, args: &[&str]) -> anyhow::Result<BackgroundKubectl> {
+        let mut command = self.command(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().context("spawn kubectl")?;
+        let output = Arc::new(Mutex::new(String::new()));
+        let mut readers = Vec::new();
+        let pipes: [Box<dyn Read + Send>; 2] = [
+            Box::new(child.stdout.take().context("kubectl stdout")?),
+            Box::new(child.stderr.take().context("kubectl stderr")?),
+        ];
+        for pipe in pipes {
+            let sink = Arc::clone(&output);
+            readers.push(std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    if let Ok(mut out) = sink.lock() {
+                        out.push_str(&line);
+                        out.push('\n');
+                    }
+                }
+            }));
+        }
+        Ok(BackgroundKubectl {
+            child: Some(child),
+            output,
+            readers,
+            args: args.join(" "),
+        })
     }
 
     /// Runs kubectl with a deadline and returns its output, whatever the exit code.
@@ -252,6 +357,90 @@ impl Kubectl {
             );
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit; `None` if it is still running.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+/// A long-running kubectl (e.g. `get -w`) whose combined stdout and stderr are collected as
+/// they arrive. Killed and reaped on drop.
+pub struct BackgroundKubectl {
+    child: Option<Child>,
+    output: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    args: String,
+}
+
+impl BackgroundKubectl {
+    /// Everything printed so far (stdout and stderr, interleaved by arrival).
+    pub fn output(&self) -> String {
+        self.output.lock().map(|o| o.clone()).unwrap_or_default()
+    }
+
+    /// Waits until `done(output so far)` holds; fails with the output after `timeout`.
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        what: &str,
+        done: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let output = self.output();
+            if done(&output) {
+                return Ok(output);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "kubectl {} did not print {what} within {timeout:?}; it printed:\n{output}",
+                    self.args
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits up to `timeout` for kubectl to exit by itself; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let status = wait_bounded(self.child.as_mut()?, timeout)?;
+        self.child = None;
+        self.join_readers();
+        Some(status)
+    }
+
+    /// Kills kubectl (SIGKILL) and returns everything it printed.
+    pub fn kill(&mut self) -> String {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.join_readers();
+        self.output()
+    }
+
+    fn join_readers(&mut self) {
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for BackgroundKubectl {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -142,6 +142,16 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     let subresource = match resource_path.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if resource.status_subresource => Subresource::Status,
+        Some("finalize") if resource.is_namespace() => {
+            // N1: /finalize only takes a PUT.
+            if parts.method != Method::PUT {
+                return Err(ApiError::method_not_allowed(format!(
+                    "{} is not supported on namespaces/finalize: use PUT",
+                    parts.method
+                )));
+            }
+            Subresource::Finalize
+        }
         Some(other) => {
             return Err(ApiError::new(
                 404,
@@ -440,7 +450,7 @@ impl ResourceRequest<'_> {
                         "",
                         &[crate::validation::FieldError::not_supported(
                             "dryRun",
-                            &other.to_string(),
+                            other.to_string(),
                             &["All"],
                         )],
                     ));
@@ -493,12 +503,15 @@ impl ResourceRequest<'_> {
         } else {
             StatusCode::OK
         };
-        Ok(json_response(code, &result.body))
+        Ok(with_warnings(
+            json_response(code, &result.body),
+            &result.warnings,
+        ))
     }
 
     async fn delete_collection(&self, body: Bytes) -> ApiResult<Response> {
         let options = self.delete_options(&body)?;
-        let list = self
+        let (list, warnings) = self
             .state
             .registry
             .delete_collection(
@@ -508,6 +521,20 @@ impl ResourceRequest<'_> {
                 &options,
             )
             .await?;
-        Ok(json_response(StatusCode::OK, &list))
+        Ok(with_warnings(
+            json_response(StatusCode::OK, &list),
+            &warnings,
+        ))
     }
+}
+
+/// Adds `Warning: 299 - "…"` headers, as upstream sends them (kubectl prints each one).
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
+    }
+    response
 }

@@ -43,6 +43,12 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 ///
 /// The patch is applied to a copy, so on error nothing has changed: a failed `test`
 /// anywhere rejects the whole patch.
+///
+/// # Errors
+///
+/// [`PatchError::Malformed`] when the patch is not an array of well-formed operations;
+/// [`PatchError::CannotApply`] when an operation fails against the document (failed
+/// `test`, missing path, index out of range).
 pub fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let operations = parse_patch(patch)?;
     let mut doc = target.clone();

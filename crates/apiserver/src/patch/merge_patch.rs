@@ -18,6 +18,11 @@ use serde_json::{Map, Value};
 use super::PatchError;
 
 /// Applies an RFC 7386 merge patch to `target` and returns the merged document.
+///
+/// # Errors
+///
+/// [`PatchError::Malformed`] when the patch is not a JSON object; a merge patch object
+/// always applies.
 pub fn apply_merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     if !patch.is_object() {
         return Err(PatchError::Malformed(format!(

@@ -16,7 +16,9 @@
 //!   `mergeSortedSlice`; kustomize documented the same "prepend" behaviour).
 //! - `$setElementOrder/<list>` gives the final order of the items it names with the same
 //!   interleaving rule for the others, and is rejected when the patch list's order
-//!   disagrees with it.
+//!   disagrees with it. When the same patch also deleted elements of a merge-keyed list,
+//!   the live order it interleaves against is upstream's in-place-edited one (survivors,
+//!   then as many new items as were deleted), so the outcome matches upstream's tests.
 //! - `$patch: replace` in a map replaces the map with the rest of the patch map;
 //!   `$patch: delete` removes the map; `$patch: merge` is the default. In a merge-keyed list,
 //!   an element `{"$patch": "delete", <key>: v}` deletes the elements with that key and an
@@ -37,8 +39,6 @@
 //! - `$patch: merge` on a map is accepted as a no-op; upstream rejects it.
 //! - `$deleteFromPrimitiveList` runs before the other keys of the same map (upstream's order
 //!   is Go map order, i.e. random); it only matters if a value is both added and deleted.
-//! - Upstream's order for a `$setElementOrder` list that also had `$patch: delete` elements
-//!   depends on Go slice aliasing; this uses the live list as it was before the patch.
 //! - Malformed directives are [`PatchError::Malformed`] (400); upstream answers 400 for some
 //!   (retainKeys, setElementOrder and deleteFromPrimitiveList formats) and 500 for others
 //!   (unknown `$patch`, missing merge key). Element types that do not fit the live list are
@@ -120,7 +120,7 @@ impl PatchSchema for MergePatchSchema {
 /// | container → `volumeMounts` / `volumeDevices` | merge by `mountPath` / `devicePath` |
 /// | `spec` → `volumes`, `imagePullSecrets`, `schedulingGates`, `resourceClaims` | merge by `name` |
 /// | `spec` → `hostAliases` / `topologySpreadConstraints` | merge by `ip` / `topologyKey` |
-/// | `status` → `conditions` | merge by `type` |
+/// | `status` → `conditions` (not CustomResourceDefinition) | merge by `type` |
 /// | `status` → `podIPs`, `hostIPs` | merge by `ip` |
 /// | container status → `volumeMounts` / `allocatedResourcesStatus` | merge by `mountPath` / `name` |
 /// | `status` → `resourceClaimStatuses` | merge by `name` |
@@ -208,7 +208,10 @@ fn builtin_list_strategy(path: &[&str], kind: Option<&str>) -> ListStrategy {
         }
         "hostAliases" if parent == "spec" => MergeByKey("ip"),
         "topologySpreadConstraints" if parent == "spec" => MergeByKey("topologyKey"),
-        "conditions" if parent == "status" => MergeByKey("type"),
+        // CRD conditions have no patch strategy upstream, unlike every other status.
+        "conditions" if parent == "status" && kind != Some("CustomResourceDefinition") => {
+            MergeByKey("type")
+        }
         "podIPs" | "hostIPs" if parent == "status" => MergeByKey("ip"),
         "resourceClaimStatuses" if parent == "status" => MergeByKey("name"),
         "podCIDRs" if path == ["spec", "podCIDRs"] && may_be("Node") => MergePrimitives,
@@ -227,6 +230,13 @@ fn builtin_list_strategy(path: &[&str], kind: Option<&str>) -> ListStrategy {
 /// Both must be JSON objects. `schema` supplies the list strategies, usually
 /// [`BuiltinSchema`]. Upstream answers 415 for strategic merge patches on custom resources;
 /// [`MergePatchSchema`] is for callers that would rather apply them with merge semantics.
+///
+/// # Errors
+///
+/// [`PatchError::Malformed`] for a patch that is not an object or misuses a directive
+/// (unknown `$patch`, missing merge key, `$setElementOrder` disagreeing with the patch
+/// list, a key set outside `$retainKeys`); [`PatchError::CannotApply`] when the target is
+/// not an object or a live list cannot be merged the way the schema says.
 pub fn apply_strategic_merge_patch(
     target: &Value,
     patch: &Value,
@@ -345,6 +355,13 @@ fn order_merged(
         out.extend(next);
     }
     out
+}
+
+/// A merged list, and the live order upstream's `$setElementOrder` step compares against
+/// when that is not simply the live list (see [`Merger::merge_keyed_list`]).
+struct MergedList {
+    items: Vec<Value>,
+    seen_live_order: Option<Vec<Option<Value>>>,
 }
 
 /// Walks the patch alongside the live object, tracking the path for schema lookups.
@@ -478,11 +495,25 @@ impl<'p> Merger<'_, 'p> {
         patch: &'p [Value],
         strategy: ListStrategy,
     ) -> Result<Vec<Value>, PatchError> {
-        match strategy {
-            ListStrategy::Replace => self.absorb_list(patch),
-            ListStrategy::MergePrimitives => self.merge_primitive_list(original, patch),
-            ListStrategy::MergeByKey(key) => self.merge_keyed_list(original, patch, key),
-        }
+        self.merge_list_tracked(original, patch, strategy)
+            .map(|merged| merged.items)
+    }
+
+    fn merge_list_tracked(
+        &mut self,
+        original: Vec<Value>,
+        patch: &'p [Value],
+        strategy: ListStrategy,
+    ) -> Result<MergedList, PatchError> {
+        let items = match strategy {
+            ListStrategy::Replace => self.absorb_list(patch)?,
+            ListStrategy::MergePrimitives => self.merge_primitive_list(original, patch)?,
+            ListStrategy::MergeByKey(key) => return self.merge_keyed_list(original, patch, key),
+        };
+        Ok(MergedList {
+            items,
+            seen_live_order: None,
+        })
     }
 
     fn merge_primitive_list(
@@ -520,15 +551,27 @@ impl<'p> Merger<'_, 'p> {
         Ok(order_merged(merged, &patch_ids, &server_ids, None))
     }
 
+    /// Merges a list of maps by `key`.
+    ///
+    /// Upstream deletes elements inside the live slice's backing array and then appends new
+    /// elements into the freed slots, so a `$setElementOrder` step that follows sees the
+    /// live list as the survivors followed by the first `deleted` new elements. That order
+    /// is returned as `seen_live_order`, because upstream's tests pin its effect: when a
+    /// patch deletes one element and adds another, the new one lands after the server-only
+    /// elements instead of before them.
     fn merge_keyed_list(
         &mut self,
         original: Vec<Value>,
         patch: &'p [Value],
         key: &'static str,
-    ) -> Result<Vec<Value>, PatchError> {
+    ) -> Result<MergedList, PatchError> {
         if original.is_empty() && patch.is_empty() {
-            return Ok(original);
+            return Ok(MergedList {
+                items: original,
+                seen_live_order: None,
+            });
         }
+        let original_len = original.len();
         let mut patch_maps = Vec::with_capacity(patch.len());
         for item in patch {
             match item {
@@ -572,17 +615,23 @@ impl<'p> Merger<'_, 'p> {
                 _ => return Err(unknown_patch_type(directive, map)),
             }
         }
-        if replace {
-            let mut out = Vec::with_capacity(plain.len());
-            for map in plain {
-                out.extend(self.merge_map(Map::new(), map)?.map(Value::Object));
-            }
-            return Ok(out);
-        }
-
+        let deleted = original_len - current.len();
         let server_ids: Vec<Option<Value>> =
             current.iter().map(|i| identity(i, Some(key))).collect();
+        let mut seen_live_order = (deleted > 0).then(|| server_ids.clone());
+        if replace {
+            let mut items = Vec::with_capacity(plain.len());
+            for map in plain {
+                items.extend(self.merge_map(Map::new(), map)?.map(Value::Object));
+            }
+            return Ok(MergedList {
+                items,
+                seen_live_order,
+            });
+        }
+
         let mut patch_ids = Vec::with_capacity(plain.len());
+        let mut appended = 0;
         let mut merged = current;
         for map in plain {
             let value = map.get(key).ok_or_else(|| no_merge_key(map, key))?;
@@ -600,10 +649,21 @@ impl<'p> Merger<'_, 'p> {
                         }
                     }
                 }
-                None => merged.extend(self.merge_map(Map::new(), map)?.map(Value::Object)),
+                None => {
+                    if let Some(seen) = seen_live_order.as_mut()
+                        && appended < deleted
+                    {
+                        seen.push(Some(value.clone()));
+                    }
+                    appended += 1;
+                    merged.extend(self.merge_map(Map::new(), map)?.map(Value::Object));
+                }
             }
         }
-        Ok(order_merged(merged, &patch_ids, &server_ids, Some(key)))
+        Ok(MergedList {
+            items: order_merged(merged, &patch_ids, &server_ids, Some(key)),
+            seen_live_order,
+        })
     }
 
     /// Handles `$setElementOrder/<name>`: merges the patch list `name` (if any) into the
@@ -648,10 +708,13 @@ impl<'p> Merger<'_, 'p> {
         };
         check_patch_follows_order(patch_list, order, key)?;
 
-        let merged = match (live.clone(), patch_list) {
-            (Some(live), None) => live,
-            (None, Some(patch_list)) => self.absorb_list(patch_list)?,
-            (Some(live), Some(patch_list)) => self.merge_list(live, patch_list, strategy)?,
+        let (merged, seen_live_order) = match (live.clone(), patch_list) {
+            (Some(live), None) => (live, None),
+            (None, Some(patch_list)) => (self.absorb_list(patch_list)?, None),
+            (Some(live), Some(patch_list)) => {
+                let merged = self.merge_list_tracked(live, patch_list, strategy)?;
+                (merged.items, merged.seen_live_order)
+            }
             (None, None) => return Ok(()),
         };
 
@@ -669,11 +732,12 @@ impl<'p> Merger<'_, 'p> {
             }
             order_ids.push(identity(entry, key));
         }
-        let server_ids: Vec<Option<Value>> = live
-            .unwrap_or_default()
-            .iter()
-            .map(|item| identity(item, key))
-            .collect();
+        let server_ids: Vec<Option<Value>> = seen_live_order.unwrap_or_else(|| {
+            live.unwrap_or_default()
+                .iter()
+                .map(|item| identity(item, key))
+                .collect()
+        });
         let ordered = order_merged(merged, &order_ids, &server_ids, key);
         original.insert(name.to_string(), Value::Array(ordered));
         Ok(())
@@ -849,6 +913,11 @@ mod tests {
         assert_eq!(
             s.list_strategy(&["status", "conditions"]),
             ListStrategy::MergeByKey("type")
+        );
+        assert_eq!(
+            BuiltinSchema::for_kind("CustomResourceDefinition")
+                .list_strategy(&["status", "conditions"]),
+            ListStrategy::Replace
         );
         // ServiceAccount imagePullSecrets are atomic; PodSpec's merge by name.
         assert_eq!(
@@ -1129,6 +1198,39 @@ mod tests {
                 {"name": "C"}, {"name": "D"}, {"name": "A", "v": 1}, {"name": "B", "v": 1},
                 {"name": "E"}
             ]})
+        );
+    }
+
+    #[test]
+    fn set_element_order_after_deleting_keeps_upstreams_order() {
+        // apimachinery "add map and delete map from merging list with conflict": with an
+        // element deleted in the same patch, the new elements land after server-only ones.
+        assert_eq!(
+            item_smp(
+                json!({"mergingList": [{"name": "1", "other": "a"}, {"name": "4", "other": "c"}]}),
+                json!({
+                    "$setElementOrder/mergingList": [{"name": "2"}, {"name": "3"}],
+                    "mergingList": [{"name": "2"}, {"name": "3"}, {"name": "1", "$patch": "delete"}]
+                })
+            )
+            .unwrap(),
+            json!({"mergingList": [{"name": "4", "other": "c"}, {"name": "2"}, {"name": "3"}]})
+        );
+        // kubectl apply renaming env B to C while a webhook added X: [A, X, C].
+        let live = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "X", "value": "w"}
+        ]}]}});
+        let patched = smp(
+            live,
+            json!({"spec": {"containers": [{
+                "name": "c",
+                "$setElementOrder/env": [{"name": "A"}, {"name": "C"}],
+                "env": [{"name": "C", "value": "2"}, {"$patch": "delete", "name": "B"}]
+            }]}}),
+        );
+        assert_eq!(
+            patched["spec"]["containers"][0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "X", "value": "w"}, {"name": "C", "value": "2"}])
         );
     }
 
@@ -1474,6 +1576,39 @@ mod tests {
             ),
             PatchError::CannotApply(_)
         ));
+    }
+
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..4).prop_map(|n| json!(n)),
+            "[xy]".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[abc]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Without directives and with every list atomic, a strategic merge patch is a JSON
+        /// merge patch.
+        #[test]
+        fn without_directives_it_is_a_merge_patch(
+            target in proptest::collection::btree_map("[abc]", arbitrary_json(), 0..4),
+            patch in proptest::collection::btree_map("[abc]", arbitrary_json(), 0..4),
+        ) {
+            let target = Value::Object(target.into_iter().collect());
+            let patch = Value::Object(patch.into_iter().collect());
+            let strategic = apply_strategic_merge_patch(&target, &patch, &MergePatchSchema);
+            let merge = crate::patch::apply_merge_patch(&target, &patch);
+            proptest::prop_assert_eq!(strategic, merge);
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use crate::etcd;
-use crate::finale::{client_for, locate_binary, start_server};
+use crate::finale::{client_for, locate_binary, memory_of, start_server};
 use crate::load::Worker;
 use crate::report::{Goal, Report};
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
@@ -66,7 +66,7 @@ impl Worker for ConfigMapCreator {
 pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
     let binary = locate_binary(settings.finale_bin.as_deref())?;
     let dir = tempfile::tempdir().context("create a temporary data directory")?;
-    let server = start_server(&binary, &dir.path().join("finale")).await?;
+    let mut server = start_server(&binary, &dir.path().join("finale")).await?;
     let etcd = tokio::task::spawn_blocking(finale_e2e::Etcd::start)
         .await
         .context("etcd start task")?
@@ -121,8 +121,41 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         }
     }
     report.figures.extend(figures.into_figures());
+    // A server that died mid-run shows up as failed creates; say why.
+    if !server.is_running() {
+        bail!(
+            "finale server exited during the benchmark; its log ends:\n{}",
+            server.log_tail(30)
+        );
+    }
+    // Not a figure (etcd's fixture does not expose its pid for a baseline), but worth knowing
+    // next to the idle figure: memory once the store and watch cache hold every object created.
+    if let Some(pid) = server.pid() {
+        let memory = memory_of(pid)?;
+        let created: f64 = created_in_windows(report);
+        report.notes.push(format!(
+            "finale server after the http-create runs (holding at least {created:.0} \
+             ConfigMaps): VmRSS {:.1} MB, VmHWM {:.1} MB",
+            memory.rss_mb, memory.hwm_mb
+        ));
+        report.raw.push(serde_json::json!({
+            "scenario": SCENARIO,
+            "target": "finale",
+            "after_load": {"vm_rss_mb": memory.rss_mb, "vm_hwm_mb": memory.hwm_mb},
+        }));
+    }
     // Dropping the fixtures kills and reaps both processes; the temp dirs go after them.
     drop(server);
     drop(etcd);
     Ok(())
+}
+
+/// ConfigMaps created in this scenario's measured windows, from the raw runs.
+fn created_in_windows(report: &Report) -> f64 {
+    report
+        .raw
+        .iter()
+        .filter(|r| r["scenario"] == SCENARIO && r["target"] == "finale")
+        .filter_map(|r| r["result"]["ops"].as_f64())
+        .sum()
 }

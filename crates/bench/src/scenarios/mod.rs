@@ -70,10 +70,11 @@ pub fn progress_load(
     let summary = result.summary();
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.2} ms"));
     let mut line = format!(
-        "[{scenario}] run {}/{runs}, {what}: {target} {:.0}/s ({} ops, p50 {}, p99 {})",
+        "[{scenario}] run {}/{runs}, {what}: {target} {:.0}/s ({} ops, mean {}, p50 {}, p99 {})",
         run + 1,
         summary.per_second,
         summary.ops,
+        ms(summary.mean_ms),
         ms(summary.p50_ms),
         ms(summary.p99_ms),
     );
@@ -104,7 +105,7 @@ impl Side {
     /// Both sides, in the order to measure them in run `run`: alternating which goes first
     /// cancels a systematic advantage for whichever runs on a quieter or warmer machine.
     pub fn order(run: usize) -> [Side; 2] {
-        if run % 2 == 0 {
+        if run.is_multiple_of(2) {
             [Side::Finale, Side::Etcd]
         } else {
             [Side::Etcd, Side::Finale]

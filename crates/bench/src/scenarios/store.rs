@@ -12,10 +12,12 @@
 //! and the gRPC hop is part of what using etcd costs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use finale_store::{Precondition, RedbStore, RedbStoreOptions, Store, WriteOp, WriteOutcome};
 
+use crate::disk::{SyncRate, probe_fdatasync};
 use crate::etcd::{self, EtcdPutter};
 use crate::load::{self, LoadResult, LoadSpec, Worker};
 use crate::report::{Goal, Report};
@@ -115,7 +117,30 @@ pub async fn run(settings: &Settings, report: &mut Report, with_etcd: bool) -> a
         })
         .collect();
 
+    let mut disk_rates = Vec::new();
     for run in 0..settings.runs {
+        let probe_dir = dir.path().to_path_buf();
+        let probe_time = settings.window.min(Duration::from_secs(1));
+        let disk = tokio::task::spawn_blocking(move || probe_fdatasync(&probe_dir, probe_time))
+            .await
+            .context("disk probe task")??;
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.2} ms"));
+        eprintln!(
+            "[{SCENARIO}] run {}/{}, disk: {:.0} fdatasync/s (4 KiB overwrite, one thread; \
+             p50 {}, p99 {})",
+            run + 1,
+            settings.runs,
+            disk.per_second,
+            ms(disk.p50_ms),
+            ms(disk.p99_ms),
+        );
+        disk_rates.push(disk);
+        report.raw.push(serde_json::json!({
+            "scenario": SCENARIO,
+            "run": run,
+            "target": "disk",
+            "fdatasync": disk,
+        }));
         for (&(writers, _), figures) in WRITERS.iter().zip(&mut figures) {
             let spec = settings.load_spec(writers);
             let what = format!("{writers} writer(s)");
@@ -146,6 +171,20 @@ pub async fn run(settings: &Settings, report: &mut Report, with_etcd: bool) -> a
 
     for figures in figures {
         report.figures.extend(figures.into_figures());
+    }
+    let disk_median = |f: fn(&SyncRate) -> Option<f64>| {
+        crate::stats::median(&disk_rates.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    if let (Some(rate), Some(p50), Some(p99)) = (
+        disk_median(|d| Some(d.per_second)),
+        disk_median(|d| d.p50_ms),
+        disk_median(|d| d.p99_ms),
+    ) {
+        report.notes.push(format!(
+            "disk under the store runs: {rate:.0} write+fdatasync/s, p50 {p50:.2} ms, p99 \
+             {p99:.2} ms (medians; one thread, 4 KiB overwrites in a preallocated file in the \
+             stores' directory)"
+        ));
     }
     store.close().await;
     drop(etcd);

@@ -1,0 +1,138 @@
+//! Shared fixtures for the kube-rs integration suites (`tests/kube_*.rs`): an in-process
+//! server on an ephemeral loopback port with its own temporary data directory, and a kube-rs
+//! client built from the kubeconfig the server writes.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use finale_apiserver::registry::Registry;
+use finale_apiserver::server::{RunningServer, ServerConfig, start};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::Status;
+use kube::{Client, Config};
+use serde_json::json;
+use tempfile::TempDir;
+
+/// The default bound for any single wait in these suites.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub struct TestServer {
+    pub running: RunningServer,
+    pub client: Client,
+    /// Kept alive for the server's lifetime; removed on drop.
+    pub dir: TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts a server after `adjust` has changed its configuration.
+    pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        install_crypto_provider();
+        let dir = tempfile::tempdir().expect("create a temporary data directory");
+        let mut config = ServerConfig::new(
+            dir.path().join("data"),
+            "127.0.0.1:0".parse().expect("loopback address"),
+        );
+        // Tests do not need fsync; a clean close still makes everything durable.
+        config.store.durable_commits = false;
+        adjust(&mut config);
+        let running = within(WAIT, start(config))
+            .await
+            .expect("the server starts");
+        let client = Client::try_from(within(WAIT, client_config(&running)).await)
+            .expect("build a kube client");
+        TestServer {
+            running,
+            client,
+            dir,
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.running.registry
+    }
+
+    /// A client configuration from the server's kubeconfig, to be altered by a test.
+    pub async fn config(&self) -> Config {
+        client_config(&self.running).await
+    }
+
+    pub async fn shutdown(self) {
+        within(Duration::from_secs(20), self.running.shutdown()).await;
+    }
+}
+
+pub fn install_crypto_provider() {
+    // Both ring and aws-lc-rs may be linked; the server also installs ring. Ignore "already
+    // installed".
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+pub async fn client_config(running: &RunningServer) -> Config {
+    let kubeconfig = Kubeconfig::read_from(&running.kubeconfig).expect("read the kubeconfig");
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("a client configuration from the kubeconfig")
+}
+
+/// Awaits `future`, failing the test if it takes longer than `limit`.
+pub async fn within<T>(limit: Duration, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?}"),
+    }
+}
+
+/// The `Status` of an API error; panics on any other outcome.
+pub fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        Err(other) => panic!("expected an API error (Status), got another error: {other:?}"),
+        Ok(value) => panic!("expected an API error, the request succeeded: {value:?}"),
+    }
+}
+
+/// Asserts an API error with this code and reason and returns its `Status`.
+pub fn expect_api_error<T: std::fmt::Debug>(
+    result: Result<T, kube::Error>,
+    code: u16,
+    reason: &str,
+) -> Box<Status> {
+    let status = api_status(result);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (code, reason),
+        "unexpected error status: {status:?}"
+    );
+    status
+}
+
+/// A ConfigMap with one data entry and the given labels.
+pub fn config_map(name: &str, labels: &[(&str, &str)]) -> k8s_openapi::api::core::v1::ConfigMap {
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "data": {"key": name},
+    }))
+    .expect("a valid ConfigMap")
+}
+
+/// Creates a namespace (and waits for nothing: creation is synchronous).
+pub async fn create_namespace(client: &Client, name: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid Namespace");
+    within(WAIT, api.create(&Default::default(), &namespace))
+        .await
+        .expect("create the namespace");
+}
