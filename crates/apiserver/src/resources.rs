@@ -168,10 +168,6 @@ impl Builtin {
         self.0.status_subresource = true;
         self
     }
-    fn scale(mut self) -> Self {
-        self.0.scale_subresource = true;
-        self
-    }
     fn generation(mut self) -> Self {
         self.0.tracks_generation = true;
         self
@@ -353,14 +349,12 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .generation()
             .in_all()
             .status()
-            .scale()
             .0,
         Builtin::new("apps", "v1", "ReplicaSet", "replicasets", true)
             .short(&["rs"])
             .generation()
             .in_all()
             .status()
-            .scale()
             .fields(&["status.replicas"])
             .0,
         Builtin::new("batch", "v1", "Job", "jobs", true)

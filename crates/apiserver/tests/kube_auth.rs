@@ -96,6 +96,9 @@ async fn version_reports_kubernetes_1_33() {
     server.shutdown().await;
 }
 
+/// The Accept header kubectl and kube-rs `run_aggregated` send to `/api` and `/apis`.
+const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
 fn expected_kinds() -> Vec<(GroupVersionKind, &'static str)> {
     vec![
         (GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps"),
@@ -160,6 +163,25 @@ async fn legacy_and_aggregated_discovery_find_the_served_kinds() {
     let groups =
         |d: &Discovery| -> BTreeSet<String> { d.groups().map(|g| g.name().to_string()).collect() };
     assert_eq!(groups(&legacy), groups(&aggregated));
+
+    // kubectl reads the body as aggregated discovery only with the exact media type
+    // (api-surface §1.2).
+    for path in ["/api", "/apis"] {
+        let request = http::Request::get(path)
+            .header("accept", AGGREGATED_ACCEPT)
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        let response = within(WAIT, server.client.send(request)).await.unwrap();
+        assert_eq!(response.status(), http::StatusCode::OK, "{path}");
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+            "{path}"
+        );
+    }
     server.shutdown().await;
 }
 

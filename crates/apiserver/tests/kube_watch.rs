@@ -85,14 +85,23 @@ async fn read_init<S>(stream: &mut S) -> BTreeSet<String>
 where
     S: Stream<Item = Result<Event<ConfigMap>, watcher::Error>> + Unpin,
 {
+    read_init_keyed(stream, ResourceExt::name_any).await
+}
+
+/// Reads one initial listing and returns `key` of every object applied, each at most once.
+async fn read_init_keyed<S>(stream: &mut S, key: fn(&ConfigMap) -> String) -> BTreeSet<String>
+where
+    S: Stream<Item = Result<Event<ConfigMap>, watcher::Error>> + Unpin,
+{
     assert_eq!(describe(&next_ok(stream).await).0, "Init");
-    let mut names = BTreeSet::new();
+    let mut keys = BTreeSet::new();
     loop {
         match next_ok(stream).await {
             Event::InitApply(object) => {
-                assert!(names.insert(object.name_any()), "applied twice");
+                let key = key(&object);
+                assert!(keys.insert(key.clone()), "{key} applied twice");
             }
-            Event::InitDone => return names,
+            Event::InitDone => return keys,
             other => panic!(
                 "unexpected event during the initial listing: {:?}",
                 describe(&other)
@@ -699,5 +708,57 @@ async fn await_condition_sees_a_change_through_a_name_field_selector() {
         .await
         .expect("the waiter task")
         .expect("await_condition for deletion");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_wide_watcher_with_a_namespace_field_selector() {
+    let server = TestServer::start().await;
+    let client = server.client.clone();
+    common::create_namespace(&client, "ns-a").await;
+    common::create_namespace(&client, "ns-b").await;
+    let in_a: Api<ConfigMap> = Api::namespaced(client.clone(), "ns-a");
+    let in_b: Api<ConfigMap> = Api::namespaced(client.clone(), "ns-b");
+    create(&in_a, "x", &[]).await;
+    create(&in_b, "x", &[]).await;
+
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let config = watcher::Config::default().fields("metadata.namespace=ns-a");
+    let mut stream = watcher::watcher(all.clone(), config).boxed();
+    assert_eq!(
+        read_init(&mut stream).await,
+        BTreeSet::from(["x".to_string()])
+    );
+    create(&in_b, "y", &[]).await;
+    create(&in_a, "y", &[]).await;
+    match next_ok(&mut stream).await {
+        Event::Apply(object) => {
+            assert_eq!(
+                (object.namespace().as_deref(), object.name_any().as_str()),
+                (Some("ns-a"), "y")
+            );
+        }
+        other => panic!("expected Apply ns-a/y, got {:?}", describe(&other)),
+    }
+    delete(&in_b, "x").await;
+    delete(&in_a, "x").await;
+    match next_ok(&mut stream).await {
+        Event::Delete(object) => {
+            assert_eq!(object.namespace().as_deref(), Some("ns-a"));
+            assert_eq!(object.name_any(), "x");
+        }
+        other => panic!("expected Delete ns-a/x, got {:?}", describe(&other)),
+    }
+
+    // An unfiltered cluster-wide watcher sees both namespaces.
+    let mut everything = watcher::watcher(all, watcher::Config::default()).boxed();
+    let keys = read_init_keyed(&mut everything, |o| {
+        format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
+    })
+    .await;
+    assert_eq!(
+        keys,
+        BTreeSet::from(["ns-a/y".to_string(), "ns-b/y".to_string()])
+    );
     server.shutdown().await;
 }

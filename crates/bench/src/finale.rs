@@ -107,6 +107,26 @@ pub fn memory_of(pid: u32) -> anyhow::Result<Memory> {
     })
 }
 
+/// CPU time (user + system) a process has used so far, in seconds, from `/proc/PID/stat`.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    parse_cpu_seconds(&stat).with_context(|| format!("parse {path}"))
+}
+
+fn parse_cpu_seconds(stat: &str) -> anyhow::Result<f64> {
+    // The command name (field 2) may hold spaces and parentheses; fields after the last ')'
+    // start at field 3 (state), so utime (14) and stime (15) are the 12th and 13th.
+    let (_, rest) = stat.rsplit_once(')').context("no ')' in stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields.get(i).context("stat too short")?.parse::<u64>()? as f64)
+    };
+    // /proc reports in USER_HZ, which Linux fixes at 100 for user space on every architecture
+    // this project targets.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// Parses a `Name:   1234 kB` line of `/proc/PID/status`.
 fn status_field_kib(status: &str, name: &str) -> anyhow::Result<f64> {
     let line = status
@@ -131,6 +151,13 @@ mod tests {
         assert_eq!(status_field_kib(status, "VmRSS").unwrap(), 10240.0);
         assert_eq!(status_field_kib(status, "VmHWM").unwrap(), 20480.0);
         assert!(status_field_kib(status, "VmSwap").is_err());
+    }
+
+    #[test]
+    fn reads_cpu_time_from_proc_stat() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_cpu_seconds(stat).unwrap(), 3.0);
+        assert!(cpu_seconds(std::process::id()).unwrap() >= 0.0);
     }
 
     #[test]

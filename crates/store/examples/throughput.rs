@@ -8,7 +8,7 @@
 //! Defaults: 5 seconds, 512-byte values, 1 and 64 concurrent writers. Each writer puts distinct
 //! keys (`/registry/bench/w{writer}/{seq}`), awaiting each write before the next, as the bench
 //! harness's `store` scenario does, in a fresh store in a temporary directory under the current
-//! directory (so on the project's disk).
+//! directory (so on the project's disk). See `options_from_env` for experiment overrides.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,14 +39,7 @@ fn main() {
 }
 
 async fn run(dir: &std::path::Path, writers: usize, duration: Duration, value_bytes: usize) -> f64 {
-    let store = RedbStore::open(
-        dir,
-        RedbStoreOptions {
-            durable_commits: std::env::var("NONDURABLE").is_err(),
-            ..Default::default()
-        },
-    )
-    .expect("open store");
+    let store = RedbStore::open(dir, options_from_env()).expect("open store");
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + duration;
@@ -82,4 +75,21 @@ async fn run(dir: &std::path::Path, writers: usize, duration: Duration, value_by
     let rate = done.load(Ordering::Relaxed) as f64 / elapsed;
     store.close().await;
     rate
+}
+
+/// Default options, with overrides for experiments: `CHECKPOINT_MS`, `QUICK_REPAIR=0`,
+/// `NO_FSYNC=1` (not durable: shows what the disk costs).
+fn options_from_env() -> RedbStoreOptions {
+    let var = |name: &str| std::env::var(name).ok();
+    let mut options = RedbStoreOptions::default();
+    if let Some(ms) = var("CHECKPOINT_MS").and_then(|v| v.parse().ok()) {
+        options.checkpoint_interval = Duration::from_millis(ms);
+    }
+    if var("QUICK_REPAIR").as_deref() == Some("0") {
+        options.quick_repair = false;
+    }
+    if var("NO_FSYNC").as_deref() == Some("1") {
+        options.durable_commits = false;
+    }
+    options
 }

@@ -150,7 +150,8 @@ pub struct RedbStoreOptions {
     pub durable_commits: bool,
     /// How often a write batch is committed durably to the database itself (a checkpoint),
     /// after which the write-ahead log is emptied. Longer means fewer, larger checkpoint
-    /// stalls and more log to redo after a crash. Default 1 second.
+    /// stalls and more log to redo after a crash. Checked when a batch arrives; an idle store
+    /// has nothing to checkpoint until it closes. Default 1 second.
     pub checkpoint_interval: Duration,
     /// A checkpoint is also taken once the write-ahead log reaches this many bytes, bounding
     /// its size and the work of redoing it on open. Default 64 MiB.
@@ -248,6 +249,7 @@ impl RedbStore {
     /// runtime.
     pub fn open(path: &Path, options: RedbStoreOptions) -> StoreResult<Arc<RedbStore>> {
         let file = resolve_file(path)?;
+        create_atomically(&file, &options)?;
         let db = Database::builder()
             .set_cache_size(options.cache_size)
             .create(&file)
@@ -812,8 +814,9 @@ impl Writer {
                     self.cleanup.get_or_insert_with(Vec::new).push(reply);
                 }
                 (Reply::Compact(reply), Outcome::Compact(Err(e))) => drop(reply.send(Err(e))),
-                // `apply` returns one outcome of the same kind per op, in order.
-                _ => unreachable!("write batch outcome does not match its request"),
+                // `apply` returns one outcome of the same kind per op, in order, so this is
+                // not reached; were it, the dropped reply would answer `Closed`.
+                _ => tracing::error!("write batch outcome does not match its request"),
             }
         }
     }
@@ -1919,4 +1922,34 @@ mod tests {
         let mut samples: VecDeque<_> = [(at(0), 0)].into();
         assert_eq!(retention_target(&mut samples, at(400), 0, period, 0), None);
     }
+}
+
+/// Creates a new database file under a temporary name and renames it into place, so a crash
+/// during the very first start never leaves a half-initialised file that later opens reject
+/// ("not a redb database"). An existing file is left alone.
+fn create_atomically(file: &Path, options: &RedbStoreOptions) -> StoreResult<()> {
+    if file.exists() {
+        return Ok(());
+    }
+    let mut staging = file.as_os_str().to_owned();
+    staging.push(".init");
+    let staging = std::path::PathBuf::from(staging);
+    // A leftover from an interrupted first start is incomplete by definition.
+    let _ = std::fs::remove_file(&staging);
+    let db = Database::builder()
+        .set_cache_size(options.cache_size)
+        .create(&staging)
+        .map_err(context(format!("create {}", staging.display())))?;
+    drop(db);
+    std::fs::File::open(&staging)
+        .and_then(|f| f.sync_all())
+        .map_err(context(format!("sync {}", staging.display())))?;
+    std::fs::rename(&staging, file)
+        .map_err(context(format!("rename {} into place", staging.display())))?;
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(context(format!("sync directory {}", dir.display())))?;
+    }
+    Ok(())
 }

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use crate::etcd;
-use crate::finale::{client_for, locate_binary, memory_of, start_server};
+use crate::finale::{client_for, cpu_seconds, locate_binary, memory_of, start_server};
 use crate::load::Worker;
 use crate::report::{Goal, Report};
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
+use crate::stats::median;
 
 const SCENARIO: &str = "http-create";
 const CLIENTS: usize = 64;
@@ -86,10 +87,19 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         &format!("etcd 3.4 puts, {CLIENTS} writers"),
         Goal::RatioAtLeast(0.5),
     );
+    let server_pid = server.pid().context("the server has exited")?;
+    let mut server_cores = Vec::new();
+    let mut harness_cores = Vec::new();
     for run in 0..settings.runs {
         let spec = settings.load_spec(CLIENTS);
         let what = format!("{CLIENTS} clients");
         for side in Side::order(run) {
+            // Where the CPUs went during Finale's run: the server and this harness share them.
+            let cpu_before = (
+                cpu_seconds(server_pid)?,
+                cpu_seconds(std::process::id())?,
+                std::time::Instant::now(),
+            );
             let result = match side {
                 Side::Finale => {
                     crate::load::run(&spec, |worker| ConfigMapCreator {
@@ -104,7 +114,20 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     store::measure_etcd(&etcd_client, &spec, &format!("http-r{run}")).await?
                 }
             };
+            let wall = cpu_before.2.elapsed().as_secs_f64();
+            let server_used = (cpu_seconds(server_pid)? - cpu_before.0) / wall;
+            let harness_used = (cpu_seconds(std::process::id())? - cpu_before.1) / wall;
             progress_load(SCENARIO, run, settings.runs, &what, side.name(), &result);
+            if side == Side::Finale {
+                eprintln!(
+                    "[{SCENARIO}] run {}/{}: CPU cores used: server {server_used:.2}, \
+                     harness {harness_used:.2}",
+                    run + 1,
+                    settings.runs
+                );
+                server_cores.push(server_used);
+                harness_cores.push(harness_used);
+            }
             figures.push(
                 side,
                 &result,
@@ -117,10 +140,18 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 "clients": CLIENTS,
                 "target": side.name(),
                 "result": result.summary(),
+                "cpu_cores_used": {"finale_server": server_used, "harness": harness_used},
             }));
         }
     }
     report.figures.extend(figures.into_figures());
+    if let (Some(server), Some(harness)) = (median(&server_cores), median(&harness_cores)) {
+        report.notes.push(format!(
+            "during the HTTPS create runs the finale server used {server:.2} CPU cores and the \
+             harness (64 TLS clients) {harness:.2}, of {} (medians)",
+            report.context.nproc
+        ));
+    }
     // A server that died mid-run shows up as failed creates; say why.
     if !server.is_running() {
         bail!(
