@@ -580,7 +580,12 @@ impl Registry {
             ));
         }
         if let Some(ns) = &namespace {
-            self.check_namespace_accepts_creates(ns, resource, &name)
+            // N5: admission runs before a name is generated, so it names the generateName.
+            let shown = match (&generate_name, name_was_generated) {
+                (Some(prefix), true) => prefix.as_str(),
+                _ => name.as_str(),
+            };
+            self.check_namespace_accepts_creates(ns, resource, shown)
                 .await?;
         }
 
@@ -931,7 +936,7 @@ impl Registry {
             }
 
             let plan = if is_namespace {
-                plan_namespace_delete(&stored, options)
+                plan_namespace_delete(resource, &stored, options)
             } else {
                 plan_delete(resource, &stored, options)
             };
@@ -1058,6 +1063,12 @@ impl Registry {
         list_options: &ListOptions,
         options: &DeleteOptions,
     ) -> ApiResult<(Value, Vec<String>)> {
+        if resource.namespaced && namespace.is_none() {
+            // C1: the all-namespaces path of a namespaced kind serves list and watch only.
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
         validate_delete_options(options)?;
         if resource.is_namespace() {
             // N2
@@ -1192,7 +1203,11 @@ fn plan_delete(resource: &ResourceType, stored: &Value, options: &DeleteOptions)
 
 /// N4.2–N4.4: a namespace is marked Terminating (no grace period) and stays until its
 /// `spec.finalizers` and `metadata.finalizers` are empty.
-fn plan_namespace_delete(stored: &Value, options: &DeleteOptions) -> DeletePlan {
+fn plan_namespace_delete(
+    resource: &ResourceType,
+    stored: &Value,
+    options: &DeleteOptions,
+) -> DeletePlan {
     let spec_finalizers = stored
         .pointer("/spec/finalizers")
         .and_then(Value::as_array)
@@ -1201,9 +1216,9 @@ fn plan_namespace_delete(stored: &Value, options: &DeleteOptions) -> DeletePlan 
         if spec_finalizers {
             return DeletePlan::Pending;
         }
-        if object::finalizers(stored).is_empty() {
-            return DeletePlan::RemoveNow;
-        }
+        // N4.4: finalized already: the generic delete, whose policy may drop the GC
+        // finalizers that still hold the namespace (P6) and remove it at once.
+        return plan_delete(resource, stored, options);
     }
     let mut updated = stored.clone();
     let stored_finalizers = object::finalizers(stored);
@@ -1422,11 +1437,13 @@ fn prepare_update(
             && before != Some(after)
             && (before.is_none() || field == "deletionGracePeriodSeconds")
         {
-            errors.push(FieldError::invalid(
-                &format!("metadata.{field}"),
-                value_text(after),
-                "field is immutable",
-            ));
+            // U4: upstream prints an int64 bare (`Invalid value: 30`), a timestamp quoted.
+            let field = format!("metadata.{field}");
+            errors.push(if after.is_string() {
+                FieldError::invalid(&field, value_text(after), "field is immutable")
+            } else {
+                FieldError::invalid_literal(&field, value_text(after), "field is immutable")
+            });
         }
     }
     if !errors.is_empty() {

@@ -882,6 +882,53 @@ async fn s14_both_legacy_and_new_policy() {
     server.shutdown().await;
 }
 
+/// 15. H2: a non-empty body is the whole of the DeleteOptions; the query is ignored, so the
+/// body's Background wins over the query's Orphan: no finalizer, the owner goes at once. (Its
+/// dependent stays: deleting it is the garbage collector's job.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s15_body_beats_query() {
+    let (server, http) = setup().await;
+    let owner = create_cm(&http, "o", &[], json!({})).await;
+    http.post(
+        "/api/v1/namespaces/t/secrets",
+        &json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "d", "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": uid(&owner),
+            }]},
+        }),
+    )
+    .await
+    .expect(201);
+    let mut watch = http.watch(CM, rv(&owner)).await;
+
+    let body = http
+        .delete_with(
+            &format!("{}?propagationPolicy=Orphan", cm_path("o")),
+            &json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(body, cm_deleted_status("o", &uid(&owner)));
+    let deleted = watch.expect("DELETED", "o").await;
+    assert!(finalizers(&deleted).is_empty(), "{deleted}");
+    watch.expect_quiet().await;
+
+    // A body without a policy still replaces the query entirely: no orphan either.
+    let second = create_cm(&http, "o2", &[], json!({})).await;
+    let body = http
+        .delete_with(
+            &format!("{}?propagationPolicy=Orphan", cm_path("o2")),
+            &json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(body, cm_deleted_status("o2", &uid(&second)));
+    http.get("/api/v1/namespaces/t/secrets/d").await.expect(200);
+    server.shutdown().await;
+}
+
 /// 16. D9/W1: dryRun=All answers like the real request and changes nothing: a ConfigMap gets
 /// scenario 1's Status, a running pod the pod with its would-be deletionTimestamp.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1097,6 +1144,14 @@ async fn s25_existing_finalizer_picks_policy() {
     create_cm(&http, "or", &["example.com/x", "orphan"], json!({})).await;
     let body = http.delete(&cm_path("or")).await.expect(200);
     assert_eq!(finalizers(&body), ["example.com/x", "orphan"]);
+
+    // P5: the same set keeps the stored order.
+    create_cm(&http, "kept", &["orphan", "example.com/x"], json!({})).await;
+    let body = http
+        .delete(&format!("{}?propagationPolicy=Orphan", cm_path("kept")))
+        .await
+        .expect(200);
+    assert_eq!(finalizers(&body), ["orphan", "example.com/x"]);
 
     create_cm(&http, "explicit", &[], json!({})).await;
     let body = http
@@ -1594,5 +1649,191 @@ async fn h3_unsupported_dry_run_is_invalid() {
         );
     }
     assert_eq!(http.get(&cm_path("a")).await.expect(200), created);
+    server.shutdown().await;
+}
+
+/// H2: a body that does not decode to DeleteOptions is a 400 and deletes nothing (it must
+/// not be read as "no options": a dropped uid precondition would delete the wrong object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_malformed_delete_body_is_a_bad_request() {
+    let (server, http) = setup().await;
+    let created = create_cm(&http, "a", &[], json!({})).await;
+    for body in [
+        json!([]),
+        json!("Background"),
+        json!({"kind": "ConfigMap", "apiVersion": "v1"}),
+        json!({"gracePeriodSeconds": "ten"}),
+        json!({"propagationPolicy": 1}),
+        json!({"orphanDependents": "yes"}),
+        json!({"preconditions": "uid"}),
+        json!({"preconditions": {"uid": 42}}),
+        json!({"preconditions": {"resourceVersion": 7}}),
+    ] {
+        let reply = http.delete_with(&cm_path("a"), &body).await;
+        assert_eq!(reply.status, 400, "body {body}: {}", reply.body);
+        assert_eq!(reply.body["reason"], "BadRequest", "body {body}: {}", reply.body);
+    }
+    assert_eq!(http.get(&cm_path("a")).await.expect(200), created);
+    server.shutdown().await;
+}
+
+/// C1: there is no DELETECOLLECTION across namespaces for a namespaced kind: 405, and nothing
+/// is deleted in any namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c1_no_cross_namespace_delete_collection() {
+    let (server, http) = setup().await;
+    http.post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "u"}}),
+    )
+    .await
+    .expect(201);
+    create_cm(&http, "a", &[], json!({})).await;
+    http.post(
+        "/api/v1/namespaces/u/configmaps",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+    )
+    .await
+    .expect(201);
+    let before = http.get("/api/v1/configmaps").await.expect(200);
+
+    http.delete("/api/v1/configmaps")
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    http.delete(&format!("{}?labelSelector=x%3D1", "/apis/batch/v1/jobs"))
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    let after = http.get("/api/v1/configmaps").await.expect(200);
+    assert_eq!(after["items"], before["items"]);
+    server.shutdown().await;
+}
+
+/// P2: core Events never get GC finalizers, whatever the policy asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_events_never_get_gc_finalizers() {
+    let (server, http) = setup().await;
+    let event = |name: &str, finalizers: &[&str]| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "finalizers": finalizers},
+            "involvedObject": {"kind": "ConfigMap", "namespace": NS, "name": "x"},
+            "reason": "Testing",
+            "message": "a test event",
+            "type": "Normal",
+        })
+    };
+    let events = "/api/v1/namespaces/t/events";
+    let plain = http.post(events, &event("e", &[])).await.expect(201);
+    let body = http
+        .delete(&format!("{events}/e?propagationPolicy=Orphan"))
+        .await
+        .expect(200);
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": "e", "kind": "events", "uid": uid(&plain)},
+        })
+    );
+    http.get(&format!("{events}/e"))
+        .await
+        .expect_failure(404, "NotFound");
+
+    http.post(events, &event("held", &["example.com/x"]))
+        .await
+        .expect(201);
+    let body = http
+        .delete(&format!("{events}/held?propagationPolicy=Foreground"))
+        .await
+        .expect(200);
+    assert_eq!(finalizers(&body), ["example.com/x"]);
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    server.shutdown().await;
+}
+
+/// D14: the generation is bumped once, on entering terminating, for kinds that track it;
+/// objects removed at once are not bumped (their DELETED event shows the stored generation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d14_generation_bumps_once_on_entering_terminating() {
+    let (server, http) = setup().await;
+    let deployments = "/apis/apps/v1/namespaces/t/deployments";
+    let deployment = |name: &str, finalizers: &[&str]| {
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "finalizers": finalizers},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+                },
+            },
+        })
+    };
+    let created = http
+        .post(deployments, &deployment("held", &["example.com/x"]))
+        .await
+        .expect(201);
+    assert_eq!(created["metadata"]["generation"], 1);
+    let first = http
+        .delete(&format!("{deployments}/held"))
+        .await
+        .expect(200);
+    assert_eq!(first["metadata"]["generation"], 2, "{first}");
+    let second = http
+        .delete(&format!("{deployments}/held?propagationPolicy=Orphan"))
+        .await
+        .expect(200);
+    assert_eq!(finalizers(&second), ["example.com/x", "orphan"]);
+    assert_eq!(second["metadata"]["generation"], 2, "{second}");
+
+    let plain = http
+        .post(deployments, &deployment("plain", &[]))
+        .await
+        .expect(201);
+    let mut watch = http.watch(deployments, rv(&plain)).await;
+    http.delete(&format!("{deployments}/plain"))
+        .await
+        .expect(200);
+    let deleted = watch.expect("DELETED", "plain").await;
+    assert_eq!(deleted["metadata"]["generation"], 1, "{deleted}");
+    server.shutdown().await;
+}
+
+/// D8: a resourceVersion precondition is checked against the object as read, and the final
+/// removal after the request's own grace-0 update is rebased onto that update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d8_rv_precondition_is_rebased_after_the_grace_zero_update() {
+    let (server, http) = setup().await;
+    let unscheduled = create_pod(&http, "u", "", None, &[]).await;
+    let body = http
+        .delete_with(
+            &pod_path("u"),
+            &json!({"preconditions": {"resourceVersion": rv(&unscheduled).to_string()}}),
+        )
+        .await
+        .expect(200);
+    assert!(rv(&body) > rv(&unscheduled), "{body}");
+    http.get(&pod_path("u"))
+        .await
+        .expect_failure(404, "NotFound");
+
+    running_pod(&http, "r", &[]).await;
+    let graceful = http.delete(&pod_path("r")).await.expect(200);
+    http.delete_with(
+        &pod_path("r"),
+        &json!({"gracePeriodSeconds": 0, "preconditions": {"resourceVersion": rv(&graceful).to_string()}}),
+    )
+    .await
+    .expect(200);
+    http.get(&pod_path("r"))
+        .await
+        .expect_failure(404, "NotFound");
     server.shutdown().await;
 }

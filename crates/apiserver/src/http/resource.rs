@@ -436,6 +436,7 @@ impl ResourceRequest<'_> {
     fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteOptions> {
         if body.iter().any(|b| !b.is_ascii_whitespace()) {
             let value = parse_json(body)?;
+            check_delete_options_body(&value)?;
             let text = |field: &str| value.get(field).and_then(Value::as_str).map(str::to_string);
             let dry_run = match value.get("dryRun") {
                 None | Some(Value::Null) => false,
@@ -485,7 +486,23 @@ impl ResourceRequest<'_> {
                 Some(_) => Some(self.query.flag("orphanDependents")?),
             },
             preconditions: Preconditions::default(),
-            dry_run: self.query.dry_run()?,
+            // H3: any dryRun value but All is a 422 about DeleteOptions, as from the body.
+            dry_run: match self.query.get("dryRun") {
+                None | Some("") => false,
+                Some("All") => true,
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "DeleteOptions",
+                        "meta.k8s.io",
+                        "",
+                        &[crate::validation::FieldError::not_supported(
+                            "dryRun",
+                            other,
+                            &["All"],
+                        )],
+                    ));
+                }
+            },
         })
     }
 
@@ -526,6 +543,51 @@ impl ResourceRequest<'_> {
             &warnings,
         ))
     }
+}
+
+/// H2: a body that does not decode to DeleteOptions is a 400. Without this check a field of
+/// the wrong type (say a numeric `preconditions.uid`) would be dropped and the DELETE would go
+/// ahead with default options.
+fn check_delete_options_body(value: &Value) -> ApiResult<()> {
+    let bad = |why: String| {
+        ApiError::bad_request(format!(
+            "the request body is not a valid DeleteOptions: {why}"
+        ))
+    };
+    let Some(map) = value.as_object() else {
+        return Err(bad(format!("expected a JSON object, got {value}")));
+    };
+    if let Some(kind) = map.get("kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != "DeleteOptions"
+    {
+        return Err(bad(format!("its kind is {kind:?}")));
+    }
+    let fields: [(&str, fn(&Value) -> bool, &str); 4] = [
+        ("gracePeriodSeconds", Value::is_i64, "an integer"),
+        ("propagationPolicy", Value::is_string, "a string"),
+        ("orphanDependents", Value::is_boolean, "a boolean"),
+        ("preconditions", Value::is_object, "an object"),
+    ];
+    for (field, valid, what) in fields {
+        if let Some(v) = map.get(field)
+            && !v.is_null()
+            && !valid(v)
+        {
+            return Err(bad(format!("{field} must be {what}, not {v}")));
+        }
+    }
+    if let Some(preconditions) = map.get("preconditions").and_then(Value::as_object) {
+        for field in ["uid", "resourceVersion"] {
+            if let Some(v) = preconditions.get(field)
+                && !v.is_null()
+                && !v.is_string()
+            {
+                return Err(bad(format!("preconditions.{field} must be a string, not {v}")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Adds `Warning: 299 - "…"` headers, as upstream sends them (kubectl prints each one).
