@@ -1785,9 +1785,11 @@ fn validate_object(
             if names.iter().any(|f| f == deletion::ORPHAN_FINALIZER)
                 && names.iter().any(|f| f == deletion::FOREGROUND_FINALIZER)
             {
+                // FN2: the list is printed as Go's %#v prints a []string.
+                let quoted: Vec<String> = names.iter().map(|f| validation::go_quote(f)).collect();
                 errors.push(FieldError::invalid_literal(
                     "metadata.finalizers",
-                    format!("{names:?}"),
+                    format!("[]string{{{}}}", quoted.join(", ")),
                     "finalizer orphan and foregroundDeletion cannot be both set",
                 ));
             }

@@ -11,6 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::raw::{Http, QUIET, Watch, rv};
 use common::{TestServer, WAIT, within};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -18,159 +19,25 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-/// How long a watch must stay silent for "no event".
-const QUIET: Duration = Duration::from_millis(300);
 const NAMESPACES: &str = "/api/v1/namespaces";
 
 // ----- raw HTTPS (as in deletion_scenarios.rs) ---------------------------------------------
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    body: Value,
-}
-
-impl Reply {
-    fn expect(self, status: u16) -> Value {
-        assert_eq!(self.status, status, "unexpected HTTP status: {}", self.body);
-        self.body
+impl Watch {
+    /// Events until the first of `kind`: those before it, and its object.
+    async fn until(&mut self, kind: &str) -> (Vec<(String, Value)>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let (got, object) = self.next().await;
+            if got == kind {
+                return (before, object);
+            }
+            before.push((got, object));
+        }
     }
-
-    fn expect_failure(self, code: u16, reason: &str) -> Value {
-        let body = self.expect(code);
-        assert_eq!(body["kind"], "Status", "{body}");
-        assert_eq!(body["status"], "Failure", "{body}");
-        assert_eq!(body["code"], code, "{body}");
-        assert_eq!(body["reason"], reason, "{body}");
-        body
-    }
-}
-
-struct Http {
-    client: reqwest::Client,
-    base: String,
-    token: String,
 }
 
 impl Http {
-    fn new(server: &TestServer) -> Http {
-        let pki = server.dir.path().join("data").join("pki");
-        let token = std::fs::read_to_string(pki.join("admin.token"))
-            .expect("read the admin token")
-            .trim()
-            .to_string();
-        let ca = std::fs::read(pki.join("ca.crt")).expect("read the CA certificate");
-        let client = reqwest::Client::builder()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("a PEM CA"))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("an HTTPS client");
-        Http {
-            client,
-            base: format!("https://{}", server.running.local_addr),
-            token,
-        }
-    }
-
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        content_type: &str,
-        body: Option<&Value>,
-    ) -> Reply {
-        let mut request = self
-            .client
-            .request(method.clone(), format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .timeout(WAIT);
-        if let Some(body) = body {
-            request = request
-                .header(reqwest::header::CONTENT_TYPE, content_type)
-                .body(serde_json::to_vec(body).expect("serialise the body"));
-        }
-        let response = request
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("read the response body");
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Reply { status, body }
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        self.send(reqwest::Method::GET, path, "", None).await
-    }
-
-    async fn post(&self, path: &str, body: &Value) -> Reply {
-        self.send(reqwest::Method::POST, path, "application/json", Some(body))
-            .await
-    }
-
-    async fn put(&self, path: &str, body: &Value) -> Reply {
-        self.send(reqwest::Method::PUT, path, "application/json", Some(body))
-            .await
-    }
-
-    async fn merge_patch(&self, path: &str, patch: &Value) -> Reply {
-        self.send(
-            reqwest::Method::PATCH,
-            path,
-            "application/merge-patch+json",
-            Some(patch),
-        )
-        .await
-    }
-
-    async fn delete(&self, path: &str) -> Reply {
-        self.send(reqwest::Method::DELETE, path, "", None).await
-    }
-
-    async fn delete_with(&self, path: &str, options: &Value) -> Reply {
-        self.send(
-            reqwest::Method::DELETE,
-            path,
-            "application/json",
-            Some(options),
-        )
-        .await
-    }
-
-    async fn watch(&self, collection: &str, rv: i64) -> Watch {
-        let separator = if collection.contains('?') { '&' } else { '?' };
-        let url = format!(
-            "{}{collection}{separator}watch=true&resourceVersion={rv}",
-            self.base
-        );
-        let response = within(WAIT, self.client.get(url).bearer_auth(&self.token).send())
-            .await
-            .expect("open the watch");
-        assert_eq!(response.status().as_u16(), 200, "the watch is refused");
-        let (events, received) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(async move {
-            let mut body = response.bytes_stream();
-            let mut buffer: Vec<u8> = Vec::new();
-            while let Some(Ok(chunk)) = body.next().await {
-                buffer.extend_from_slice(&chunk);
-                while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buffer.drain(..=end).collect();
-                    let event: Value = serde_json::from_slice(&line[..end])
-                        .unwrap_or_else(|e| panic!("a watch line is not JSON ({e})"));
-                    let kind = event["type"].as_str().unwrap_or_default().to_string();
-                    if kind != "BOOKMARK" && events.send((kind, event["object"].clone())).is_err()
-                    {
-                        return;
-                    }
-                }
-            }
-        });
-        Watch { received, reader }
-    }
-
     /// Creates namespace `name`.
     async fn create_namespace(&self, name: &str) -> Value {
         self.post(
@@ -216,52 +83,6 @@ impl Http {
     async fn gone(&self, path: &str) {
         self.poll(path, "gone", |body| body["code"] == 404).await;
     }
-}
-
-struct Watch {
-    received: mpsc::UnboundedReceiver<(String, Value)>,
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.reader.abort();
-    }
-}
-
-impl Watch {
-    async fn next(&mut self) -> (String, Value) {
-        within(WAIT, self.received.recv())
-            .await
-            .expect("the watch stream ended")
-    }
-
-    async fn expect_quiet(&mut self) {
-        if let Ok(Some((kind, object))) = tokio::time::timeout(QUIET, self.received.recv()).await
-        {
-            panic!("expected no watch event, got {kind} {object}");
-        }
-    }
-
-    /// Reads events until one of type `kind` arrives (bounded); returns the types read before
-    /// it and its object.
-    async fn until(&mut self, kind: &str) -> (Vec<(String, Value)>, Value) {
-        let mut before = Vec::new();
-        loop {
-            let (got, object) = self.next().await;
-            if got == kind {
-                return (before, object);
-            }
-            before.push((got, object));
-        }
-    }
-}
-
-fn rv(object: &Value) -> i64 {
-    object["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or_else(|| panic!("no numeric resourceVersion in {object}"))
 }
 
 fn ns_path(name: &str) -> String {
@@ -370,7 +191,10 @@ async fn s37_namespace_delete() {
     watch.expect_quiet().await;
     let current = http.get(&ns_path("t")).await.expect(200);
     let again = http.delete(&ns_path("t")).await.expect(200);
-    assert_eq!(again, current, "a second DELETE answers the stored namespace");
+    assert_eq!(
+        again, current,
+        "a second DELETE answers the stored namespace"
+    );
     assert_eq!(
         again["metadata"]["deletionTimestamp"],
         body["metadata"]["deletionTimestamp"]
@@ -423,7 +247,11 @@ async fn s37_namespace_delete() {
         .get("/api/v1/namespaces/t/configmaps")
         .await
         .expect(200);
-    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
 
     // …but updates are allowed.
     let updated = http
@@ -549,10 +377,7 @@ async fn s39_pods_first() {
         content["message"],
         "Some resources are remaining: pods. has 1 resource instances"
     );
-    let pod = http
-        .get("/api/v1/namespaces/t/pods/p")
-        .await
-        .expect(200);
+    let pod = http.get("/api/v1/namespaces/t/pods/p").await.expect(200);
     assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
     // Never scheduled: grace 0, held only by its finalizer (PG1/PG6).
     assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 0, "{pod}");
@@ -606,7 +431,8 @@ async fn s40_immortal_namespaces() {
 /// DELETED). `/finalize` checks names (FN3) and does not remove a live namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s41_finalize_subresource() {
-    // The controller only acts on a namespace an hour after it starts terminating.
+    // The controller only acts on a namespace an hour after it starts terminating
+    // (`--namespace-deletion-delay`), which stands for "controller stopped".
     let server = TestServer::start_with(|config| {
         config.namespace_controller.deletion_delay = Duration::from_secs(3600);
     })
@@ -643,6 +469,10 @@ async fn s41_finalize_subresource() {
     assert_eq!(body["spec"]["finalizers"], json!(["kubernetes"]), "{body}");
     assert_eq!(body["metadata"]["labels"]["touched"], "yes", "{body}");
     assert_eq!(body["status"]["phase"], "Terminating", "{body}");
+    // That write does not bring the held-back controller forward (its delay holds for every
+    // event): no conditions, nothing finalized.
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(http.get(&ns_path("t")).await.expect(200), body);
 
     // FN3 on spec.finalizers.
     let mut request = body.clone();
@@ -772,7 +602,10 @@ async fn empty_namespace_is_gone_within_two_seconds() {
         kinds.len() >= 2 && kinds.iter().all(|k| *k == "MODIFIED"),
         "{kinds:?}"
     );
-    assert_eq!(before[0].1, body, "the first MODIFIED is the DELETE's write");
+    assert_eq!(
+        before[0].1, body,
+        "the first MODIFIED is the DELETE's write"
+    );
     assert_conditions(
         &before[before.len() - 1].1,
         &[
@@ -938,7 +771,9 @@ async fn kube_watcher_sees_terminating_then_deleted() {
     );
     assert_eq!(deleted.data, terminating.data);
     assert!(
-        deleted.resource_version().and_then(|v| v.parse::<i64>().ok())
+        deleted
+            .resource_version()
+            .and_then(|v| v.parse::<i64>().ok())
             > terminating
                 .resource_version()
                 .and_then(|v| v.parse::<i64>().ok())

@@ -15,7 +15,7 @@ use etcd_client::{Client, ConnectOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::load::Worker;
+use crate::load::{Tickets, Worker};
 
 /// Connects an etcd client to a loopback endpoint with bounded connect and request times.
 pub async fn connect(endpoint: &str) -> anyhow::Result<Client> {
@@ -44,6 +44,49 @@ impl Worker for EtcdPutter {
             .put(key, self.value.clone(), None)
             .await
             .context("etcd put")?;
+        Ok(())
+    }
+}
+
+/// What an [`EtcdIndexed`] worker does to each key.
+#[derive(Clone, Debug)]
+pub enum EtcdAction {
+    Put(Vec<u8>),
+    /// Delete a key that must exist (a delete of nothing would be a cheaper, different thing).
+    Delete,
+}
+
+/// Puts or deletes the keys `{prefix}{i}` for the items `i` its [`Tickets`] hand out, one at a
+/// time: so one phase can write a known set of keys and a later phase delete exactly that set.
+pub struct EtcdIndexed {
+    /// A clone of a shared client, as for [`EtcdPutter`].
+    pub client: Client,
+    pub prefix: String,
+    pub tickets: Tickets,
+    pub action: EtcdAction,
+}
+
+impl Worker for EtcdIndexed {
+    async fn op(&mut self, _seq: u64) -> anyhow::Result<()> {
+        let key = format!("{}{}", self.prefix, self.tickets.take()?);
+        match &self.action {
+            EtcdAction::Put(value) => {
+                self.client
+                    .put(key, value.clone(), None)
+                    .await
+                    .context("etcd put")?;
+            }
+            EtcdAction::Delete => {
+                let response = self
+                    .client
+                    .delete(key.clone(), None)
+                    .await
+                    .context("etcd delete")?;
+                if response.deleted() != 1 {
+                    bail!("etcd delete of {key} removed {} keys", response.deleted());
+                }
+            }
+        }
         Ok(())
     }
 }

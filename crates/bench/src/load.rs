@@ -39,6 +39,56 @@ pub struct LoadSpec {
     pub op_timeout: Duration,
 }
 
+impl LoadSpec {
+    /// Exactly `ops` operations shared by `workers`, all counted (no warm-up), bounded by
+    /// `limit` in time: the shape of a fixed batch of work (fill a namespace, delete N
+    /// objects) rather than of a sustained load. With [`Tickets`] each operation gets its own
+    /// item.
+    pub fn exactly(workers: usize, ops: u64, limit: Duration) -> LoadSpec {
+        LoadSpec {
+            workers: workers.max(1),
+            warmup: Duration::ZERO,
+            window: limit,
+            max_ops: ops,
+            op_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Item numbers `0..count`, handed out once each across all workers of a run. With
+/// [`LoadSpec::exactly`] (`max_ops` = `count`) every item is taken exactly once, whichever
+/// worker takes it, as long as no operation fails.
+#[derive(Clone, Debug)]
+pub struct Tickets {
+    next: Arc<AtomicU64>,
+    count: u64,
+}
+
+impl Tickets {
+    pub fn new(count: u64) -> Tickets {
+        Tickets {
+            next: Arc::new(AtomicU64::new(0)),
+            count,
+        }
+    }
+
+    /// How many items there are to hand out.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The next item number, or an error once all `count` are taken.
+    pub fn take(&self) -> anyhow::Result<u64> {
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        anyhow::ensure!(
+            ticket < self.count,
+            "all {} items were already handed out",
+            self.count
+        );
+        Ok(ticket)
+    }
+}
+
 /// The outcome of one run.
 #[derive(Debug)]
 pub struct LoadResult {
@@ -257,6 +307,41 @@ mod tests {
             .await
             .unwrap();
         assert!(result.ops <= 10);
+    }
+
+    struct Taker {
+        tickets: Tickets,
+        seen: Arc<std::sync::Mutex<Vec<u64>>>,
+    }
+
+    impl Worker for Taker {
+        async fn op(&mut self, _seq: u64) -> anyhow::Result<()> {
+            let ticket = self.tickets.take()?;
+            tokio::task::yield_now().await;
+            self.seen.lock().unwrap().push(ticket);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exact_run_hands_out_every_ticket_once() {
+        let tickets = Tickets::new(500);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let spec = LoadSpec::exactly(7, 500, Duration::from_secs(10));
+        let result = run(&spec, |_| Taker {
+            tickets: tickets.clone(),
+            seen: Arc::clone(&seen),
+        })
+        .await
+        .unwrap();
+        assert_eq!(result.ops, 500);
+        assert_eq!(result.errors, 0);
+        // Every worker stopped at the cap, so the rate is over the time actually taken.
+        assert!(result.elapsed < Duration::from_secs(10));
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..500).collect::<Vec<_>>());
+        assert!(tickets.take().is_err());
     }
 
     #[tokio::test]

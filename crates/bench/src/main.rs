@@ -53,7 +53,22 @@ struct Cli {
     /// The finale binary [default: `finale` next to this executable, i.e. target/release/finale].
     #[arg(long, global = true, value_name = "PATH")]
     finale_bin: Option<PathBuf>,
+    /// ConfigMaps in the deleted namespace, one figure each (namespace-teardown).
+    #[arg(
+        long,
+        global = true,
+        value_name = "N,N,…",
+        value_delimiter = ',',
+        default_values_t = [0, 1_000, 10_000]
+    )]
+    sizes: Vec<u64>,
+    /// Terminating ConfigMaps whose finalizers each run removes (finalizer-removal).
+    #[arg(long, global = true, value_name = "N", default_value_t = 2_000)]
+    finalizer_objects: u64,
 }
+
+/// The most objects a deletion scenario will create in one run.
+const MAX_OBJECTS: u64 = 1_000_000;
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq, Debug)]
 enum Scenario {
@@ -65,16 +80,23 @@ enum Scenario {
     ColdStart,
     /// Resident memory of an idle server after a few requests, against etcd.
     IdleRss,
+    /// DELETE of a namespace holding 0, 1 000, 10 000 ConfigMaps until it is gone, against
+    /// etcd deletes of as many keys with 64 writers.
+    NamespaceTeardown,
+    /// Finalizer removals/s (PATCH) on terminating ConfigMaps with 64 clients, against etcd puts.
+    FinalizerRemoval,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 4] = [
+    const ALL: [Scenario; 6] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
+        Scenario::NamespaceTeardown,
+        Scenario::FinalizerRemoval,
     ];
 
     fn name(self) -> &'static str {
@@ -83,6 +105,8 @@ impl Scenario {
             Scenario::HttpCreate => "http-create",
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
+            Scenario::NamespaceTeardown => "namespace-teardown",
+            Scenario::FinalizerRemoval => "finalizer-removal",
             Scenario::All => "all",
         }
     }
@@ -93,6 +117,10 @@ impl Scenario {
             Scenario::HttpCreate => scenarios::http_create::run(settings, report).await,
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
+            Scenario::NamespaceTeardown => {
+                scenarios::namespace_teardown::run(settings, report).await
+            }
+            Scenario::FinalizerRemoval => scenarios::finalizer_removal::run(settings, report).await,
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }
@@ -116,7 +144,17 @@ async fn main() -> anyhow::Result<()> {
         warmup: duration("warmup", cli.warmup)?,
         max_ops: cli.max_ops,
         finale_bin: cli.finale_bin.clone(),
+        teardown_sizes: cli.sizes.clone(),
+        finalizer_objects: cli.finalizer_objects,
     };
+    if settings.teardown_sizes.is_empty()
+        || settings.teardown_sizes.iter().any(|&n| n > MAX_OBJECTS)
+    {
+        bail!("--sizes must list at least one size, each at most {MAX_OBJECTS}");
+    }
+    if !(1..=MAX_OBJECTS).contains(&settings.finalizer_objects) {
+        bail!("--finalizer-objects must be between 1 and {MAX_OBJECTS}");
+    }
     if settings.window.is_zero() {
         bail!("--seconds must be more than 0");
     }

@@ -121,7 +121,10 @@ fn delete_with_finalizers_then_patch_releases_a_waiter() {
             env.log()
         )
     });
-    assert!(status.success(), "kubectl wait failed ({status}):\n{output}");
+    assert!(
+        status.success(),
+        "kubectl wait failed ({status}):\n{output}"
+    );
     assert_not_found(&env, &["configmap", "held"]);
 }
 
@@ -153,7 +156,12 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
             .any(|c| c["type"] == "NamespaceFinalizersRemaining" && c["status"] == "True")
             .then_some(ns)
     })
-    .unwrap_or_else(|| panic!("the namespace conditions never reported the finalizer{}", env.log()));
+    .unwrap_or_else(|| {
+        panic!(
+            "the namespace conditions never reported the finalizer{}",
+            env.log()
+        )
+    });
     assert_eq!(reported["status"]["phase"], "Terminating", "{reported:#}");
 
     let yaml = env.ok(&["get", "namespace", "doomed", "-o", "yaml"]);
@@ -180,7 +188,9 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
     };
     assert_eq!(
         message("NamespaceContentRemaining"),
-        Some(json!("Some resources are remaining: configmaps. has 1 resource instances"))
+        Some(json!(
+            "Some resources are remaining: configmaps. has 1 resource instances"
+        ))
     );
     assert_eq!(
         message("NamespaceFinalizersRemaining"),
@@ -256,7 +266,9 @@ fn pod_deletion_graceful_and_forced() {
         forced.describe()
     );
     assert!(
-        forced.stderr.contains("Immediate deletion does not wait for confirmation"),
+        forced
+            .stderr
+            .contains("Immediate deletion does not wait for confirmation"),
         "{}",
         forced.describe()
     );

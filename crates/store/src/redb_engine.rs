@@ -1849,6 +1849,36 @@ fn context<E: Display>(what: impl Display) -> impl FnOnce(E) -> StoreError {
     move |e| StoreError::Backend(format!("{what}: {e}"))
 }
 
+/// Creates a new database file under a temporary name and renames it into place, so a crash
+/// during the very first start never leaves a half-initialised file that later opens reject
+/// ("not a redb database"). An existing file is left alone.
+fn create_atomically(file: &Path, options: &RedbStoreOptions) -> StoreResult<()> {
+    if file.exists() {
+        return Ok(());
+    }
+    let mut staging = file.as_os_str().to_owned();
+    staging.push(".init");
+    let staging = std::path::PathBuf::from(staging);
+    // A leftover from an interrupted first start is incomplete by definition.
+    let _ = std::fs::remove_file(&staging);
+    let db = Database::builder()
+        .set_cache_size(options.cache_size)
+        .create(&staging)
+        .map_err(context(format!("create {}", staging.display())))?;
+    drop(db);
+    std::fs::File::open(&staging)
+        .and_then(|f| f.sync_all())
+        .map_err(context(format!("sync {}", staging.display())))?;
+    std::fs::rename(&staging, file)
+        .map_err(context(format!("rename {} into place", staging.display())))?;
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(context(format!("sync directory {}", dir.display())))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1922,34 +1952,4 @@ mod tests {
         let mut samples: VecDeque<_> = [(at(0), 0)].into();
         assert_eq!(retention_target(&mut samples, at(400), 0, period, 0), None);
     }
-}
-
-/// Creates a new database file under a temporary name and renames it into place, so a crash
-/// during the very first start never leaves a half-initialised file that later opens reject
-/// ("not a redb database"). An existing file is left alone.
-fn create_atomically(file: &Path, options: &RedbStoreOptions) -> StoreResult<()> {
-    if file.exists() {
-        return Ok(());
-    }
-    let mut staging = file.as_os_str().to_owned();
-    staging.push(".init");
-    let staging = std::path::PathBuf::from(staging);
-    // A leftover from an interrupted first start is incomplete by definition.
-    let _ = std::fs::remove_file(&staging);
-    let db = Database::builder()
-        .set_cache_size(options.cache_size)
-        .create(&staging)
-        .map_err(context(format!("create {}", staging.display())))?;
-    drop(db);
-    std::fs::File::open(&staging)
-        .and_then(|f| f.sync_all())
-        .map_err(context(format!("sync {}", staging.display())))?;
-    std::fs::rename(&staging, file)
-        .map_err(context(format!("rename {} into place", staging.display())))?;
-    if let Some(dir) = file.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(context(format!("sync directory {}", dir.display())))?;
-    }
-    Ok(())
 }

@@ -73,7 +73,8 @@ async fn run(
 ) {
     let (queue, mut work) = mpsc::unbounded_channel::<String>();
     let mut changes = registry.subscribe_changes();
-    let mut terminating: HashSet<String> = HashSet::new();
+    // Terminating namespaces, each with the time its deletion delay ends.
+    let mut terminating: HashMap<String, tokio::time::Instant> = HashMap::new();
     let mut namespace_events = match watch_namespaces(&registry).await {
         Ok(stream) => stream,
         Err(error) => {
@@ -90,7 +91,9 @@ async fn run(
                     let name = object::name(&object).to_string();
                     if event_type == "DELETED" {
                         terminating.remove(&name);
-                    } else if object::is_terminating(&object) && terminating.insert(name.clone()) {
+                    } else if object::is_terminating(&object) && !terminating.contains_key(&name) {
+                        let ready = tokio::time::Instant::now() + options.deletion_delay;
+                        terminating.insert(name.clone(), ready);
                         enqueue_after(&queue, name, options.deletion_delay);
                     } else if object::is_terminating(&object) {
                         pending.insert(name);
@@ -112,13 +115,13 @@ async fn run(
                 Ok(event) if event.object.is_none() => {
                     // Something was deleted: if it lived in a terminating namespace, look again.
                     if let Some(namespace) = namespace_of_key(&event.key)
-                        && terminating.contains(namespace)
+                        && terminating.contains_key(namespace)
                     {
                         pending.insert(namespace.to_string());
                     }
                 }
                 Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => pending.extend(terminating.iter().cloned()),
+                Err(broadcast::error::RecvError::Lagged(_)) => pending.extend(terminating.keys().cloned()),
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             Some(name) = work.recv() => { pending.insert(name); }
@@ -129,6 +132,14 @@ async fn run(
             pending.insert(name);
         }
         while let Some(name) = pending.pop_first() {
+            // N6: the deletion delay holds whatever event brings a namespace up early (a
+            // label change, a deletion inside it); the delayed enqueue brings it back.
+            if terminating
+                .get(&name)
+                .is_some_and(|ready| tokio::time::Instant::now() < *ready)
+            {
+                continue;
+            }
             match sync(&registry, &name).await {
                 Ok(None) => {}
                 Ok(Some(after)) => enqueue_after(&queue, name, after.min(options.resync)),

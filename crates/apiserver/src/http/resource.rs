@@ -563,17 +563,22 @@ fn check_delete_options_body(value: &Value) -> ApiResult<()> {
     {
         return Err(bad(format!("its kind is {kind:?}")));
     }
-    let fields: [(&str, fn(&Value) -> bool, &str); 4] = [
-        ("gracePeriodSeconds", Value::is_i64, "an integer"),
-        ("propagationPolicy", Value::is_string, "a string"),
-        ("orphanDependents", Value::is_boolean, "a boolean"),
-        ("preconditions", Value::is_object, "an object"),
-    ];
-    for (field, valid, what) in fields {
-        if let Some(v) = map.get(field)
-            && !v.is_null()
-            && !valid(v)
-        {
+    for (field, what) in [
+        ("gracePeriodSeconds", "an integer"),
+        ("propagationPolicy", "a string"),
+        ("orphanDependents", "a boolean"),
+        ("preconditions", "an object"),
+    ] {
+        let Some(v) = map.get(field).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let valid = match field {
+            "gracePeriodSeconds" => v.is_i64(),
+            "propagationPolicy" => v.is_string(),
+            "orphanDependents" => v.is_boolean(),
+            _ => v.is_object(),
+        };
+        if !valid {
             return Err(bad(format!("{field} must be {what}, not {v}")));
         }
     }
@@ -583,7 +588,9 @@ fn check_delete_options_body(value: &Value) -> ApiResult<()> {
                 && !v.is_null()
                 && !v.is_string()
             {
-                return Err(bad(format!("preconditions.{field} must be a string, not {v}")));
+                return Err(bad(format!(
+                    "preconditions.{field} must be a string, not {v}"
+                )));
             }
         }
     }

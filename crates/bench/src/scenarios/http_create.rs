@@ -85,7 +85,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         &format!("HTTPS creates/s, {CLIENTS} clients"),
         &format!("HTTPS create latency, {CLIENTS} clients,"),
         &format!("etcd 3.4 puts, {CLIENTS} writers"),
-        Goal::RatioAtLeast(0.5),
+        Some(Goal::RatioAtLeast(0.5)),
     );
     let server_pid = server.pid().context("the server has exited")?;
     let mut server_cores = Vec::new();

@@ -8,8 +8,11 @@ use crate::load::{LoadResult, LoadSpec};
 use crate::report::{Figure, Goal, Report, Unit};
 
 pub mod cold_start;
+pub mod finalizer_removal;
 pub mod http_create;
 pub mod idle_rss;
+pub mod namespace_teardown;
+pub mod objects;
 pub mod store;
 
 /// How much to measure, from the command line.
@@ -24,6 +27,10 @@ pub struct Settings {
     pub max_ops: u64,
     /// The `finale` binary (`None`: next to this executable).
     pub finale_bin: Option<PathBuf>,
+    /// ConfigMaps in the namespace, one figure each, for `namespace-teardown`.
+    pub teardown_sizes: Vec<u64>,
+    /// Terminating ConfigMaps per `finalizer-removal` run.
+    pub finalizer_objects: u64,
 }
 
 impl Settings {
@@ -127,7 +134,7 @@ impl LoadFigures {
         rate_name: &str,
         latency_name: &str,
         baseline_name: &str,
-        goal: Goal,
+        goal: Option<Goal>,
     ) -> LoadFigures {
         let latency = |q: &str| {
             Figure::new(
@@ -137,8 +144,10 @@ impl LoadFigures {
                 baseline_name,
             )
         };
+        let mut rate = Figure::new(scenario, rate_name, Unit::PerSecond, baseline_name);
+        rate.goal = goal;
         LoadFigures {
-            rate: Figure::new(scenario, rate_name, Unit::PerSecond, baseline_name).with_goal(goal),
+            rate,
             p50: latency("p50"),
             p99: latency("p99"),
         }

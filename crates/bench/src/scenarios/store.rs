@@ -112,7 +112,7 @@ pub async fn run(settings: &Settings, report: &mut Report, with_etcd: bool) -> a
                 &format!("store durable writes/s, {writers} {noun}"),
                 &format!("store write latency, {writers} {noun},"),
                 &format!("etcd 3.4 puts, {writers} {noun}"),
-                Goal::RatioAtLeast(goal),
+                Some(Goal::RatioAtLeast(goal)),
             )
         })
         .collect();
@@ -208,6 +208,8 @@ mod tests {
             warmup: Duration::from_millis(50),
             max_ops: 100_000,
             finale_bin: None,
+            teardown_sizes: Vec::new(),
+            finalizer_objects: 0,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
         run(&settings, &mut report, false).await.unwrap();

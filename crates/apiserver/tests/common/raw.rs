@@ -1,0 +1,253 @@
+//! Raw HTTPS access to an in-process server, for suites that check exact status codes,
+//! bodies, `Warning` headers and watch events (what a kube-rs client would hide).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{TestServer, WAIT, within};
+
+/// How long a watch must stay silent for "no event".
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// An object's `metadata.resourceVersion` as a number.
+pub fn rv(object: &Value) -> i64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {object}"))
+}
+
+/// A response read in full: status, `Warning` header values, and the body (JSON, or the raw
+/// text as a JSON string when it is not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub warnings: Vec<String>,
+    pub body: Value,
+}
+
+impl Reply {
+    /// Asserts the HTTP status, printing the body otherwise; returns the body.
+    pub fn expect(self, status: u16) -> Value {
+        assert_eq!(self.status, status, "unexpected HTTP status: {}", self.body);
+        self.body
+    }
+
+    /// Asserts a failure `Status` with this code and reason; returns it.
+    pub fn expect_failure(self, code: u16, reason: &str) -> Value {
+        let body = self.expect(code);
+        assert_eq!(body["kind"], "Status", "{body}");
+        assert_eq!(body["apiVersion"], "v1", "{body}");
+        assert_eq!(body["status"], "Failure", "{body}");
+        assert_eq!(body["code"], code, "{body}");
+        assert_eq!(body["reason"], reason, "{body}");
+        body
+    }
+}
+
+/// An HTTPS client trusting only the server's CA, sending the admin token.
+pub struct Http {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+impl Http {
+    pub fn new(server: &TestServer) -> Http {
+        let pki = server.dir.path().join("data").join("pki");
+        let token = std::fs::read_to_string(pki.join("admin.token"))
+            .expect("read the admin token")
+            .trim()
+            .to_string();
+        let ca = std::fs::read(pki.join("ca.crt")).expect("read the CA certificate");
+        let client = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("a PEM CA"))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("an HTTPS client");
+        Http {
+            client,
+            base: format!("https://{}", server.running.local_addr),
+            token,
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        content_type: &str,
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut request = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .timeout(WAIT);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(serde_json::to_vec(body).expect("serialise the body"));
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let warnings = response
+            .headers()
+            .get_all(reqwest::header::WARNING)
+            .iter()
+            .map(|v| v.to_str().expect("an ASCII Warning header").to_string())
+            .collect();
+        let text = response.text().await.expect("read the response body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Reply {
+            status,
+            warnings,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(reqwest::Method::GET, path, "", None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send(reqwest::Method::POST, path, "application/json", Some(body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, body: &Value) -> Reply {
+        self.send(reqwest::Method::PUT, path, "application/json", Some(body))
+            .await
+    }
+
+    pub async fn merge_patch(&self, path: &str, patch: &Value) -> Reply {
+        self.send(
+            reqwest::Method::PATCH,
+            path,
+            "application/merge-patch+json",
+            Some(patch),
+        )
+        .await
+    }
+
+    pub async fn json_patch(&self, path: &str, patch: &Value) -> Reply {
+        self.send(
+            reqwest::Method::PATCH,
+            path,
+            "application/json-patch+json",
+            Some(patch),
+        )
+        .await
+    }
+
+    /// DELETE with no body: options, if any, come from the query (H2).
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(reqwest::Method::DELETE, path, "", None).await
+    }
+
+    /// DELETE with a `DeleteOptions` body (H2: the query is then ignored).
+    pub async fn delete_with(&self, path: &str, options: &Value) -> Reply {
+        self.send(
+            reqwest::Method::DELETE,
+            path,
+            "application/json",
+            Some(options),
+        )
+        .await
+    }
+
+    /// Opens `?watch=true&resourceVersion=rv` on a collection: every event after `rv`.
+    pub async fn watch(&self, collection: &str, rv: i64) -> Watch {
+        let separator = if collection.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{}{collection}{separator}watch=true&resourceVersion={rv}",
+            self.base
+        );
+        let response = within(WAIT, self.client.get(url).bearer_auth(&self.token).send())
+            .await
+            .expect("open the watch");
+        assert_eq!(response.status().as_u16(), 200, "the watch is refused");
+        let (events, received) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            let mut buffer: Vec<u8> = Vec::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buffer.extend_from_slice(&chunk);
+                while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    let event: Value = serde_json::from_slice(&line[..end])
+                        .unwrap_or_else(|e| panic!("a watch line is not JSON ({e})"));
+                    let kind = event["type"].as_str().unwrap_or_default().to_string();
+                    if kind != "BOOKMARK" && events.send((kind, event["object"].clone())).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Watch { received, reader }
+    }
+}
+
+/// A raw watch whose events are collected by a background reader.
+pub struct Watch {
+    pub received: mpsc::UnboundedReceiver<(String, Value)>,
+    pub reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Watch {
+    /// The next event, within [`WAIT`].
+    pub async fn next(&mut self) -> (String, Value) {
+        within(WAIT, self.received.recv())
+            .await
+            .expect("the watch stream ended")
+    }
+
+    /// The next event, which must be `kind` for the object `name`; returns its object.
+    pub async fn expect(&mut self, kind: &str, name: &str) -> Value {
+        let (got, object) = self.next().await;
+        assert_eq!(
+            (got.as_str(), object["metadata"]["name"].as_str()),
+            (kind, Some(name)),
+            "unexpected event: {got} {object}"
+        );
+        object
+    }
+
+    /// W1: nothing arrives within [`QUIET`].
+    pub async fn expect_quiet(&mut self) {
+        if let Ok(Some((kind, object))) = tokio::time::timeout(QUIET, self.received.recv()).await {
+            panic!("expected no watch event, got {kind} {object}");
+        }
+    }
+
+    /// Every event until the watch has been quiet for [`QUIET`], as (type, name, rv).
+    pub async fn drain(&mut self) -> Vec<(String, String, i64)> {
+        let mut events = Vec::new();
+        while let Ok(Some((kind, object))) = tokio::time::timeout(QUIET, self.received.recv()).await
+        {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            events.push((kind, name, rv(&object)));
+            assert!(
+                events.len() < 100,
+                "the watch does not go quiet: {events:?}"
+            );
+        }
+        events
+    }
+}

@@ -1,0 +1,480 @@
+//! `namespace-teardown`: time from `DELETE /api/v1/namespaces/<ns>` until the namespace is
+//! gone, for namespaces holding 0, 1 000 and 10 000 ConfigMaps (`--sizes`), against a
+//! `finale server` process; raw etcd 3.4 deletes of as many keys with 64 concurrent writers,
+//! measured in the same invocation, are the baseline.
+//!
+//! Each Finale measurement uses a fresh namespace. Set-up, not timed: create the namespace,
+//! fill it with 512-byte ConfigMaps from 64 HTTPS clients, open a watch on namespaces with
+//! `fieldSelector=metadata.name=<ns>` and wait for its initial `ADDED` event (so the watch is
+//! known to be registered). Timed: from just before the `DELETE` is sent until the watch
+//! delivers the namespace's `DELETED` event. In between, the server's namespace controller
+//! deletes every ConfigMap through the registry and removes the `kubernetes` finalizer, and the
+//! registry removes the namespace. Should the watch end early, the harness falls back to
+//! polling `GET` every 5 ms until 404 (and says so).
+//!
+//! The etcd side puts as many keys (64 writers, not timed), then times deleting them all with
+//! 64 writers over one shared gRPC connection: the storage work alone, with no list, no
+//! per-object lifecycle rules and no watch events. The ratio compares objects/s.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::etcd::{self, EtcdAction, EtcdIndexed};
+use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
+use crate::load::{self, LoadSpec, Tickets};
+use crate::report::{Figure, Goal, Report, Unit};
+use crate::scenarios::objects::{self, Action, send_expect};
+use crate::scenarios::{Settings, Side, payload};
+use crate::stats::median;
+
+const SCENARIO: &str = "namespace-teardown";
+const CLIENTS: usize = 64;
+/// The goal from the issue: a namespace of 10 000 objects is gone within 10 s.
+const GOAL_SIZE: u64 = 10_000;
+const GOAL_MS: f64 = 10_000.0;
+/// Polling step of the fallback when the watch ends early.
+const POLL: Duration = Duration::from_millis(5);
+/// How long the initial `ADDED` event may take.
+const WATCH_START: Duration = Duration::from_secs(10);
+
+/// The bound on one fill, delete or teardown of `size` objects: generous (a healthy server
+/// does 10 000 in a few seconds), but finite, so a stuck server cannot hang the harness.
+fn limit_for(size: u64) -> Duration {
+    Duration::from_secs(30) + Duration::from_millis(size.saturating_mul(5))
+}
+
+/// The figures of one size.
+struct SizeFigures {
+    size: u64,
+    time: Figure,
+    /// None for an empty namespace: there is no rate to compare.
+    rate: Option<Figure>,
+    server_cores: Vec<f64>,
+}
+
+impl SizeFigures {
+    fn new(size: u64) -> SizeFigures {
+        let mut time = Figure::new(
+            SCENARIO,
+            &format!("namespace teardown, {size} ConfigMaps (ms)"),
+            Unit::Millis,
+            &format!("etcd 3.4 deletes of {size} keys, {CLIENTS} writers (ms)"),
+        );
+        if size == GOAL_SIZE {
+            time = time.with_goal(Goal::AtMost(GOAL_MS));
+        }
+        let rate = (size > 0).then(|| {
+            Figure::new(
+                SCENARIO,
+                &format!("namespace teardown, {size} ConfigMaps, objects/s"),
+                Unit::PerSecond,
+                &format!("etcd 3.4 deletes/s, {CLIENTS} writers"),
+            )
+        });
+        SizeFigures {
+            size,
+            time,
+            rate,
+            server_cores: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, side: Side, elapsed: Duration) {
+        let ms = elapsed.as_secs_f64() * 1e3;
+        let per_second = self.size as f64 / elapsed.as_secs_f64().max(1e-9);
+        match side {
+            Side::Finale => {
+                self.time.finale.push(ms);
+                if let Some(rate) = &mut self.rate {
+                    rate.finale.push(per_second);
+                }
+            }
+            Side::Etcd => {
+                self.time.baseline.push(ms);
+                if let Some(rate) = &mut self.rate {
+                    rate.baseline.push(per_second);
+                }
+            }
+        }
+    }
+}
+
+/// One Finale teardown.
+struct Teardown {
+    elapsed: Duration,
+    /// Creates/s while filling the namespace (set-up, for context).
+    fill_per_second: f64,
+    /// CPU cores the server used during the timed part.
+    server_cores: f64,
+    /// "watch", or "poll" if the watch ended before the `DELETED` event.
+    observed_by: &'static str,
+}
+
+/// The clients one Finale measurement uses.
+struct Clients {
+    url: String,
+    /// Namespace create and delete, and the fallback polls: one warm keep-alive connection.
+    control: reqwest::Client,
+    /// The watch, on its own connection.
+    watcher: reqwest::Client,
+    /// The 64 clients that fill the namespace.
+    bulk: Vec<reqwest::Client>,
+}
+
+/// A watch on namespaces, read one newline-delimited JSON event at a time.
+struct Watch {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Watch {
+    async fn open(
+        client: &reqwest::Client,
+        url: &str,
+        namespace: &str,
+        limit: Duration,
+    ) -> anyhow::Result<Watch> {
+        // The server ends the watch at timeoutSeconds; the client gives it a little longer
+        // than that (the client's default 30 s cap would otherwise cut long teardowns short).
+        let request = client
+            .get(format!(
+                "{url}/api/v1/namespaces?watch=true&fieldSelector=metadata.name%3D{namespace}\
+                 &timeoutSeconds={}",
+                limit.as_secs().max(1)
+            ))
+            .timeout(limit + Duration::from_secs(10));
+        let response = request.send().await.context("open the namespace watch")?;
+        if response.status() != StatusCode::OK {
+            bail!("the namespace watch answered {}", response.status());
+        }
+        Ok(Watch {
+            response,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// The next event's type and object; None when the stream ends.
+    async fn next(&mut self) -> anyhow::Result<Option<(String, Value)>> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                let mut event: Value =
+                    serde_json::from_slice(&line).context("parse a watch event")?;
+                let kind = event["type"].as_str().unwrap_or_default().to_string();
+                return Ok(Some((kind, event["object"].take())));
+            }
+            match self.response.chunk().await.context("read the watch")? {
+                Some(chunk) => self.buffer.extend_from_slice(&chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Polls `GET` on the namespace every [`POLL`] until it answers 404 or `deadline` passes.
+async fn poll_until_gone(
+    client: &reqwest::Client,
+    namespace_url: &str,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    loop {
+        let response = client
+            .get(namespace_url)
+            .send()
+            .await
+            .context("GET the namespace")?;
+        let status = response.status();
+        response.bytes().await.context("read the namespace")?;
+        match status {
+            StatusCode::NOT_FOUND => return Ok(()),
+            StatusCode::OK => {}
+            other => bail!("GET the namespace answered {other}"),
+        }
+        if Instant::now() >= deadline {
+            bail!("the namespace still exists at the time limit");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn teardown_finale(
+    clients: &Clients,
+    server_pid: u32,
+    namespace: &str,
+    size: u64,
+    data: &Arc<str>,
+) -> anyhow::Result<Teardown> {
+    let url = &clients.url;
+    let limit = limit_for(size);
+    objects::create_namespace(&clients.control, url, namespace).await?;
+    let collection: Arc<str> = format!("{url}/api/v1/namespaces/{namespace}/configmaps").into();
+    let fill_per_second = if size > 0 {
+        let action = Action::Create {
+            data: Arc::clone(data),
+            finalizer: false,
+        };
+        objects::setup(&clients.bulk, &collection, size, action, limit)
+            .await?
+            .per_second()
+    } else {
+        0.0
+    };
+
+    let mut watch = Watch::open(&clients.watcher, url, namespace, limit).await?;
+    match tokio::time::timeout(WATCH_START, watch.next()).await {
+        Ok(Ok(Some((kind, _)))) if kind == "ADDED" => {}
+        Ok(Ok(Some((kind, object)))) => {
+            bail!("the namespace watch began with {kind} instead of ADDED: {object}")
+        }
+        Ok(Ok(None)) => bail!("the namespace watch ended before its first event"),
+        Ok(Err(error)) => return Err(error),
+        Err(_) => bail!("no initial event on the namespace watch within {WATCH_START:?}"),
+    }
+
+    let namespace_url = format!("{url}/api/v1/namespaces/{namespace}");
+    let cpu_before = cpu_seconds(server_pid)?;
+    let started = Instant::now();
+    let deadline = started + limit;
+    send_expect(
+        clients.control.delete(&namespace_url),
+        StatusCode::OK,
+        &format!("delete namespace {namespace}"),
+    )
+    .await?;
+    let observed_by = loop {
+        let event = match tokio::time::timeout_at(deadline.into(), watch.next()).await {
+            Ok(event) => event,
+            Err(_) => bail!("namespace {namespace} still exists {limit:?} after its DELETE"),
+        };
+        match event {
+            Ok(Some((kind, _))) if kind == "DELETED" => break "watch",
+            Ok(Some((kind, object))) if kind == "ERROR" => {
+                eprintln!(
+                    "[{SCENARIO}] the namespace watch failed ({object}); polling GET instead"
+                );
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) => eprintln!("[{SCENARIO}] the namespace watch ended; polling GET instead"),
+            Err(error) => {
+                eprintln!(
+                    "[{SCENARIO}] the namespace watch failed ({error:#}); polling GET instead"
+                )
+            }
+        }
+        poll_until_gone(&clients.control, &namespace_url, deadline).await?;
+        break "poll";
+    };
+    let elapsed = started.elapsed();
+    let server_cores = (cpu_seconds(server_pid)? - cpu_before) / elapsed.as_secs_f64();
+    drop(watch);
+
+    // Not timed: the event said so, and a GET must agree.
+    let response = clients
+        .control
+        .get(&namespace_url)
+        .send()
+        .await
+        .context("GET the deleted namespace")?;
+    if response.status() != StatusCode::NOT_FOUND {
+        bail!(
+            "namespace {namespace} answered {} after its DELETED event",
+            response.status()
+        );
+    }
+    response.bytes().await.context("read the 404")?;
+    Ok(Teardown {
+        elapsed,
+        fill_per_second,
+        server_cores,
+        observed_by,
+    })
+}
+
+/// Exactly `size` puts or deletes of the keys `{prefix}{i}` with 64 writers; how long they took.
+async fn etcd_batch(
+    client: &etcd_client::Client,
+    prefix: &str,
+    size: u64,
+    action: EtcdAction,
+) -> anyhow::Result<Duration> {
+    let tickets = Tickets::new(size);
+    let spec = LoadSpec::exactly(CLIENTS, size, limit_for(size));
+    let started = Instant::now();
+    let result = load::run(&spec, |_| EtcdIndexed {
+        client: client.clone(),
+        prefix: prefix.to_string(),
+        tickets: tickets.clone(),
+        action: action.clone(),
+    })
+    .await?;
+    let elapsed = started.elapsed();
+    if result.ops != size || result.errors > 0 {
+        let what = match action {
+            EtcdAction::Put(_) => "puts",
+            EtcdAction::Delete => "deletes",
+        };
+        bail!(
+            "etcd {what}: {} of {size} done; first error: {}",
+            result.ops,
+            result.first_error.as_deref().unwrap_or("none")
+        );
+    }
+    Ok(elapsed)
+}
+
+/// Puts `size` keys (not timed), then times deleting them all with 64 writers.
+async fn deletes_etcd(
+    client: &etcd_client::Client,
+    tag: &str,
+    size: u64,
+    value: &[u8],
+) -> anyhow::Result<Duration> {
+    let prefix = format!("/registry/configmaps/{tag}/cm-");
+    etcd_batch(client, &prefix, size, EtcdAction::Put(value.to_vec())).await?;
+    etcd_batch(client, &prefix, size, EtcdAction::Delete).await
+}
+
+pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
+    let binary = locate_binary(settings.finale_bin.as_deref())?;
+    let dir = tempfile::tempdir().context("create a temporary data directory")?;
+    let mut server = start_server(&binary, &dir.path().join("finale")).await?;
+    let etcd = tokio::task::spawn_blocking(finale_e2e::Etcd::start)
+        .await
+        .context("etcd start task")?
+        .context("start etcd")?;
+    let etcd_client = etcd::connect(&etcd.endpoint).await?;
+
+    let clients = Clients {
+        url: server.url.clone(),
+        control: client_for(&server)?,
+        watcher: client_for(&server)?,
+        bulk: (0..CLIENTS)
+            .map(|_| client_for(&server))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
+    let data: Arc<str> = payload().into();
+    let value = payload().into_bytes();
+    let server_pid = server.pid().context("the server has exited")?;
+
+    let mut figures: Vec<SizeFigures> = settings
+        .teardown_sizes
+        .iter()
+        .map(|&size| SizeFigures::new(size))
+        .collect();
+    for run in 0..settings.runs {
+        for figures in &mut figures {
+            let size = figures.size;
+            for side in Side::order(run) {
+                let tag = format!("bench-td-r{run}-n{size}");
+                match side {
+                    Side::Finale => {
+                        let teardown =
+                            teardown_finale(&clients, server_pid, &tag, size, &data).await?;
+                        let seconds = teardown.elapsed.as_secs_f64();
+                        eprintln!(
+                            "[{SCENARIO}] run {}/{}, {size} ConfigMaps: finale {:.1} ms \
+                             ({:.0} objects/s; seen by {}; server used {:.2} CPU cores; \
+                             filled at {:.0} creates/s)",
+                            run + 1,
+                            settings.runs,
+                            seconds * 1e3,
+                            size as f64 / seconds,
+                            teardown.observed_by,
+                            teardown.server_cores,
+                            teardown.fill_per_second,
+                        );
+                        figures.push(side, teardown.elapsed);
+                        figures.server_cores.push(teardown.server_cores);
+                        report.raw.push(serde_json::json!({
+                            "scenario": SCENARIO,
+                            "run": run,
+                            "objects": size,
+                            "target": side.name(),
+                            "teardown_ms": seconds * 1e3,
+                            "observed_by": teardown.observed_by,
+                            "server_cpu_cores": teardown.server_cores,
+                            "fill_creates_per_second": teardown.fill_per_second,
+                        }));
+                    }
+                    // Deleting nothing is not a baseline.
+                    Side::Etcd if size == 0 => {}
+                    Side::Etcd => {
+                        let elapsed = deletes_etcd(&etcd_client, &tag, size, &value).await?;
+                        let seconds = elapsed.as_secs_f64();
+                        eprintln!(
+                            "[{SCENARIO}] run {}/{}, {size} keys: etcd {:.1} ms ({:.0} deletes/s, \
+                             {CLIENTS} writers)",
+                            run + 1,
+                            settings.runs,
+                            seconds * 1e3,
+                            size as f64 / seconds,
+                        );
+                        figures.push(side, elapsed);
+                        report.raw.push(serde_json::json!({
+                            "scenario": SCENARIO,
+                            "run": run,
+                            "objects": size,
+                            "target": side.name(),
+                            "delete_ms": seconds * 1e3,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    for figures in figures {
+        report.figures.push(figures.time);
+        report.figures.extend(figures.rate);
+        // CPU time is counted in 10 ms ticks: meaningless for a teardown of a few ms.
+        if figures.size >= 1000
+            && let Some(cores) = median(&figures.server_cores)
+        {
+            report.notes.push(format!(
+                "during the teardowns of {} ConfigMaps the finale server used {cores:.2} CPU \
+                 cores, of {} (median)",
+                figures.size, report.context.nproc
+            ));
+        }
+    }
+    if !server.is_running() {
+        bail!(
+            "finale server exited during the benchmark; its log ends:\n{}",
+            server.log_tail(30)
+        );
+    }
+    // Dropping the fixtures kills and reaps both processes; the temp dirs go after them.
+    drop(server);
+    drop(etcd);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_is_on_the_ten_thousand_row_only() {
+        assert_eq!(
+            SizeFigures::new(10_000).time.goal,
+            Some(Goal::AtMost(GOAL_MS))
+        );
+        assert_eq!(SizeFigures::new(1000).time.goal, None);
+        assert!(SizeFigures::new(0).rate.is_none());
+    }
+
+    #[test]
+    fn rates_are_objects_over_the_teardown_time() {
+        let mut figures = SizeFigures::new(1000);
+        figures.push(Side::Finale, Duration::from_millis(500));
+        figures.push(Side::Etcd, Duration::from_millis(250));
+        let rate = figures.rate.unwrap();
+        assert_eq!(rate.finale, vec![2000.0]);
+        assert_eq!(rate.ratio(), Some(0.5));
+        assert_eq!(figures.time.finale, vec![500.0]);
+    }
+}
