@@ -144,7 +144,13 @@ async fn main() -> anyhow::Result<()> {
         warmup: duration("warmup", cli.warmup)?,
         max_ops: cli.max_ops,
         finale_bin: cli.finale_bin.clone(),
-        teardown_sizes: cli.sizes.clone(),
+        // Each size is one row and one namespace name per run: no duplicates.
+        teardown_sizes: cli.sizes.iter().fold(Vec::new(), |mut sizes, &size| {
+            if !sizes.contains(&size) {
+                sizes.push(size);
+            }
+            sizes
+        }),
         finalizer_objects: cli.finalizer_objects,
     };
     if settings.teardown_sizes.is_empty()
@@ -216,4 +222,37 @@ async fn main() -> anyhow::Result<()> {
         bail!("scenarios that did not complete: {}", failed.join(", "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_flags_have_defaults_and_parse_lists() {
+        let cli = Cli::try_parse_from(["finale-bench", "all"]).unwrap();
+        assert_eq!(cli.sizes, vec![0, 1_000, 10_000]);
+        assert_eq!(cli.finalizer_objects, 2_000);
+        let cli = Cli::try_parse_from([
+            "finale-bench",
+            "namespace-teardown",
+            "--sizes",
+            "5,50",
+            "--finalizer-objects",
+            "10",
+        ])
+        .unwrap();
+        assert_eq!(cli.scenario, Scenario::NamespaceTeardown);
+        assert_eq!(cli.sizes, vec![5, 50]);
+        assert_eq!(cli.finalizer_objects, 10);
+    }
+
+    #[test]
+    fn all_runs_the_deletion_scenarios_last() {
+        let names: Vec<_> = Scenario::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names[names.len() - 2..],
+            ["namespace-teardown", "finalizer-removal"]
+        );
+    }
 }

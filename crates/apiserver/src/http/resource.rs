@@ -445,16 +445,7 @@ impl ResourceRequest<'_> {
                     true
                 }
                 Some(other) => {
-                    return Err(ApiError::invalid(
-                        "DeleteOptions",
-                        "meta.k8s.io",
-                        "",
-                        &[crate::validation::FieldError::not_supported(
-                            "dryRun",
-                            other.to_string(),
-                            &["All"],
-                        )],
-                    ));
+                    return Err(unsupported_dry_run(other.to_string()));
                 }
             };
             return Ok(DeleteOptions {
@@ -491,16 +482,7 @@ impl ResourceRequest<'_> {
                 None | Some("") => false,
                 Some("All") => true,
                 Some(other) => {
-                    return Err(ApiError::invalid(
-                        "DeleteOptions",
-                        "meta.k8s.io",
-                        "",
-                        &[crate::validation::FieldError::not_supported(
-                            "dryRun",
-                            other,
-                            &["All"],
-                        )],
-                    ));
+                    return Err(unsupported_dry_run(other));
                 }
             },
         })
@@ -606,4 +588,18 @@ fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
         }
     }
     response
+}
+
+/// H3: a `dryRun` other than `All` is a 422 about DeleteOptions, from the body or the query.
+fn unsupported_dry_run(value: impl Into<String>) -> ApiError {
+    ApiError::invalid(
+        "DeleteOptions",
+        "meta.k8s.io",
+        "",
+        &[crate::validation::FieldError::not_supported(
+            "dryRun",
+            value,
+            &["All"],
+        )],
+    )
 }

@@ -23,6 +23,7 @@ use anyhow::{Context, bail};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::disk::probe_fdatasync;
 use crate::etcd::{self, EtcdAction, EtcdIndexed};
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::load::{self, LoadSpec, Tickets};
@@ -40,6 +41,9 @@ const GOAL_MS: f64 = 10_000.0;
 const POLL: Duration = Duration::from_millis(5);
 /// How long the initial `ADDED` event may take.
 const WATCH_START: Duration = Duration::from_secs(10);
+/// The raw-disk probe before each run: the controller deletes one object at a time, each a
+/// durable write, so the disk's sync time is part of each object's cost.
+const DISK_PROBE: Duration = Duration::from_millis(500);
 
 /// The bound on one fill, delete or teardown of `size` objects: generous (a healthy server
 /// does 10 000 in a few seconds), but finite, so a stuck server cannot hang the harness.
@@ -365,7 +369,25 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         .iter()
         .map(|&size| SizeFigures::new(size))
         .collect();
+    let mut disk_rates = Vec::new();
     for run in 0..settings.runs {
+        let probe_dir = dir.path().to_path_buf();
+        let disk = tokio::task::spawn_blocking(move || probe_fdatasync(&probe_dir, DISK_PROBE))
+            .await
+            .context("disk probe task")??;
+        eprintln!(
+            "[{SCENARIO}] run {}/{}, disk: {:.0} fdatasync/s (4 KiB overwrite, one thread)",
+            run + 1,
+            settings.runs,
+            disk.per_second
+        );
+        disk_rates.push(disk.per_second);
+        report.raw.push(serde_json::json!({
+            "scenario": SCENARIO,
+            "run": run,
+            "target": "disk",
+            "fdatasync": disk,
+        }));
         for figures in &mut figures {
             let size = figures.size;
             for side in Side::order(run) {
@@ -375,17 +397,23 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                         let teardown =
                             teardown_finale(&clients, server_pid, &tag, size, &data).await?;
                         let seconds = teardown.elapsed.as_secs_f64();
+                        let rates = if size > 0 {
+                            format!(
+                                "{:.0} objects/s; filled at {:.0} creates/s; ",
+                                size as f64 / seconds,
+                                teardown.fill_per_second
+                            )
+                        } else {
+                            String::new()
+                        };
                         eprintln!(
                             "[{SCENARIO}] run {}/{}, {size} ConfigMaps: finale {:.1} ms \
-                             ({:.0} objects/s; seen by {}; server used {:.2} CPU cores; \
-                             filled at {:.0} creates/s)",
+                             ({rates}seen by {}; server used {:.2} CPU cores)",
                             run + 1,
                             settings.runs,
                             seconds * 1e3,
-                            size as f64 / seconds,
                             teardown.observed_by,
                             teardown.server_cores,
-                            teardown.fill_per_second,
                         );
                         figures.push(side, teardown.elapsed);
                         figures.server_cores.push(teardown.server_cores);
@@ -440,6 +468,12 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 figures.size, report.context.nproc
             ));
         }
+    }
+    if let Some(rate) = median(&disk_rates) {
+        report.notes.push(format!(
+            "disk under the teardown runs: {rate:.0} write+fdatasync/s (median; one thread, 4 KiB \
+             overwrites in the server's temporary directory)"
+        ));
     }
     if !server.is_running() {
         bail!(
