@@ -14,6 +14,7 @@ use base64::Engine;
 use finale_store::{
     KeyValue, Precondition, RangeRequest, Revision, Store, WriteOp, WriteOutcome, prefix_range,
 };
+use futures::StreamExt;
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -39,6 +40,9 @@ pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-publ
 
 /// P8, word for word.
 pub const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
+/// C3: how many items of a DELETECOLLECTION are deleted at once.
+const DELETE_COLLECTION_WORKERS: usize = 32;
 
 /// U1: how many generated names a create tries before giving up.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
@@ -1082,18 +1086,31 @@ impl Registry {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        // C3: every item goes through the single-object delete. Upstream runs
+        // `--delete-collection-workers` (default 1) at a time; running several lets the
+        // store's group commit share one fsync among them, which is what makes a namespace
+        // of 10 000 objects go in seconds. Per-item NotFound is ignored; the first other
+        // error is the answer (items already deleted stay deleted, as upstream).
+        let mut pending = Vec::with_capacity(items.len());
         for item in &items {
             let name = object::name(item).to_string();
             let item_namespace = object::meta_str(item, "namespace").map(str::to_string);
-            match self
-                .delete(
+            pending.push(async move {
+                self.delete(
                     resource,
                     item_namespace.as_deref().or(namespace),
                     &name,
                     options,
                 )
                 .await
-            {
+            });
+        }
+        // Collected first: a closure inside the stream trips the compiler's Send inference
+        // for the spawned controllers that call this.
+        let mut deletions =
+            futures::stream::iter(pending).buffer_unordered(DELETE_COLLECTION_WORKERS);
+        while let Some(result) = deletions.next().await {
+            match result {
                 Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
