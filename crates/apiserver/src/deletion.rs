@@ -98,7 +98,6 @@ pub enum Graceful {
     Set {
         deletion_timestamp: String,
         grace_seconds: i64,
-        first_time: bool,
     },
 }
 
@@ -155,7 +154,6 @@ pub fn check_graceful(stored: &Value, options: &DeleteOptions, now: DateTime<Utc
                         stamp - Duration::seconds(current) + Duration::seconds(g),
                     ),
                     grace_seconds: g,
-                    first_time: false,
                 }
             }
             _ => Graceful::Pending,
@@ -165,7 +163,6 @@ pub fn check_graceful(stored: &Value, options: &DeleteOptions, now: DateTime<Utc
     Graceful::Set {
         deletion_timestamp: object::timestamp(now + Duration::seconds(grace)),
         grace_seconds: grace,
-        first_time: true,
     }
 }
 
@@ -307,7 +304,6 @@ mod tests {
         let Graceful::Set {
             deletion_timestamp,
             grace_seconds: 30,
-            first_time: true,
         } = first
         else {
             panic!("unexpected {first:?}")
@@ -335,7 +331,6 @@ mod tests {
             Graceful::Set {
                 deletion_timestamp: moved,
                 grace_seconds: 10,
-                first_time: false,
             } => {
                 let before = parse_time(&deletion_timestamp).unwrap();
                 assert_eq!(before - parse_time(&moved).unwrap(), Duration::seconds(20));

@@ -193,14 +193,16 @@ fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
     serde_json::from_slice(&bytes).map_err(|_| bad())
 }
 
-/// A random `generateName` suffix from the alphabet upstream uses (no vowels, no confusable
-/// characters).
-fn random_suffix() -> String {
+/// U1: `prefix` cut to 58 bytes (so the name stays within 63) plus 5 random characters from
+/// the alphabet upstream uses (no vowels, no confusable characters).
+fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5)
+    let suffix: String = (0..5)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
+        .collect();
+    let prefix: String = prefix.chars().take(58).collect();
+    format!("{prefix}{suffix}")
 }
 
 impl Registry {
@@ -521,9 +523,7 @@ impl Registry {
                 prefix,
                 resource.name_rule,
             ));
-            // Upstream keeps the name within 63 bytes: a prefix of at most 58.
-            let prefix: String = prefix.chars().take(58).collect();
-            name = format!("{prefix}{}", random_suffix());
+            name = generated_name(prefix);
         }
         if metadata
             .get("resourceVersion")
@@ -628,12 +628,8 @@ impl Registry {
             };
             // U1: a generated name that clashes is generated again, up to 8 tries.
             if generated && attempts < GENERATE_NAME_ATTEMPTS {
-                let prefix: String = object::meta_str(&object, "generateName")
-                    .unwrap_or_default()
-                    .chars()
-                    .take(58)
-                    .collect();
-                name = format!("{prefix}{}", random_suffix());
+                name =
+                    generated_name(object::meta_str(&object, "generateName").unwrap_or_default());
                 metadata_mut(&mut object).insert("name".into(), json!(name));
                 continue;
             }
@@ -1516,29 +1512,6 @@ fn prepare_update(
             }
         }
     }
-    if resource.is_namespace() {
-        // FN3 applies to namespace spec.finalizers too.
-        if let Some(list) = requested
-            .pointer("/spec/finalizers")
-            .and_then(Value::as_array)
-        {
-            let mut errors = Vec::new();
-            for (index, finalizer) in list.iter().enumerate() {
-                let field = format!("spec.finalizers[{index}]");
-                match finalizer.as_str() {
-                    Some(f) => errors.extend(builtin_finalizer_errors(f, &field)),
-                    None => errors.push(FieldError::invalid(
-                        &field,
-                        finalizer.to_string(),
-                        "must be a string",
-                    )),
-                }
-            }
-            if !errors.is_empty() {
-                return Err(invalid(&errors));
-            }
-        }
-    }
 
     let metadata = metadata_mut(&mut requested);
     // F2 and api-surface §6.1: clients cannot change identity or deletion fields.
@@ -1771,32 +1744,11 @@ fn validate_object(
             }
         }
         if let Some(finalizers) = metadata.get("finalizers") {
-            match finalizers.as_array() {
-                Some(list) => {
-                    for (index, finalizer) in list.iter().enumerate() {
-                        let field = format!("metadata.finalizers[{index}]");
-                        match finalizer.as_str() {
-                            // FN1/FN3
-                            Some(f) if resource.builtin => {
-                                errors.extend(builtin_finalizer_errors(f, &field))
-                            }
-                            Some(f) => {
-                                errors.extend(validation::validate_finalizer_name(f, &field))
-                            }
-                            None => errors.push(FieldError::invalid(
-                                &format!("metadata.finalizers[{index}]"),
-                                finalizer.to_string(),
-                                "must be a string",
-                            )),
-                        }
-                    }
-                }
-                None => errors.push(FieldError::invalid(
-                    "metadata.finalizers",
-                    finalizers.to_string(),
-                    "must be a list of strings",
-                )),
-            }
+            errors.extend(validate_finalizer_list(
+                finalizers,
+                "metadata.finalizers",
+                resource.builtin,
+            ));
             // FN2
             let names = object::finalizers(object);
             if names.iter().any(|f| f == deletion::ORPHAN_FINALIZER)
@@ -1810,6 +1762,37 @@ fn validate_object(
                     "finalizer orphan and foregroundDeletion cannot be both set",
                 ));
             }
+        }
+    }
+    // N1/FN3: a namespace's spec.finalizers follow the built-in finalizer rules.
+    if resource.is_namespace()
+        && let Some(finalizers) = object.pointer("/spec/finalizers")
+    {
+        errors.extend(validate_finalizer_list(finalizers, "spec.finalizers", true));
+    }
+    errors
+}
+
+/// FN1/FN3 for each entry of a finalizer list at `field`.
+fn validate_finalizer_list(finalizers: &Value, field: &str, builtin: bool) -> Vec<FieldError> {
+    let Some(list) = finalizers.as_array() else {
+        return vec![FieldError::invalid(
+            field,
+            finalizers.to_string(),
+            "must be a list of strings",
+        )];
+    };
+    let mut errors = Vec::new();
+    for (index, finalizer) in list.iter().enumerate() {
+        let entry = format!("{field}[{index}]");
+        match finalizer.as_str() {
+            Some(f) if builtin => errors.extend(builtin_finalizer_errors(f, &entry)),
+            Some(f) => errors.extend(validation::validate_finalizer_name(f, &entry)),
+            None => errors.push(FieldError::invalid(
+                &entry,
+                finalizer.to_string(),
+                "must be a string",
+            )),
         }
     }
     errors

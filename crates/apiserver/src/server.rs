@@ -106,6 +106,16 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     // Both ring and (through other crates) aws-lc-rs may be linked; choose explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Bind first: a taken port then fails the start before anything is created on disk.
+    let listener = TcpListener::bind(config.listen).await.with_context(|| {
+        format!(
+            "cannot listen on {}: is another server using the port? Pick another with --listen",
+            config.listen
+        )
+    })?;
+    let local_addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
     create_private_dir(&config.data_dir)?;
 
     let store = RedbStore::open(&config.data_dir.join("store"), config.store.clone())
@@ -145,15 +155,6 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
     );
 
-    let listener = TcpListener::bind(config.listen).await.with_context(|| {
-        format!(
-            "cannot listen on {}: is another server using the port? Pick another with --listen",
-            config.listen
-        )
-    })?;
-    let local_addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
     write_kubeconfig(&kubeconfig, &url, "finale", pki.ca_pem(), pki.admin_token())
