@@ -9,6 +9,7 @@
 //! [`server`] wires them together with the PKI and the TLS listener.
 
 pub mod controllers;
+pub mod crd;
 pub mod deletion;
 pub mod discovery;
 pub mod http;

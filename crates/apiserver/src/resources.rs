@@ -32,8 +32,8 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Has a `/status` subresource: the main endpoint ignores `.status` and vice versa.
     pub status_subresource: bool,
-    /// Has a `/scale` subresource (served as `autoscaling/v1 Scale`).
-    pub scale_subresource: bool,
+    /// Has a `/scale` subresource (served as `autoscaling/v1 Scale`), and where it reads.
+    pub scale: Option<ScalePaths>,
     pub name_rule: NameRule,
     /// deletion-semantics D13: DELETE answers with the deleted object rather than a Status.
     pub returns_deleted_object: bool,
@@ -53,6 +53,32 @@ pub struct ResourceType {
     /// A kind compiled into the server (strategic merge patch applies), as opposed to a
     /// custom resource.
     pub builtin: bool,
+    /// CRD `additionalPrinterColumns` (custom resources only; built-ins have fixed columns).
+    pub printer_columns: Vec<PrinterColumn>,
+    /// The structural schema of a custom resource version: pruning, defaulting, validation.
+    pub schema: Option<Arc<crate::crd::schema::StructuralSchema>>,
+}
+
+/// Where a `/scale` subresource finds its numbers: JSON paths in `.a.b` form, as CRD
+/// `subresources.scale` writes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas_path: String,
+    pub status_replicas_path: String,
+    pub label_selector_path: Option<String>,
+}
+
+/// One CRD `additionalPrinterColumns` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    /// integer, number, boolean, string or date.
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    /// A simple JSONPath such as `.spec.replicas` or `.status.conditions[?(@.type=="Ready")].status`.
+    pub json_path: String,
 }
 
 impl ResourceType {
@@ -108,7 +134,7 @@ impl ResourceType {
         if self.status_subresource {
             subs.push("status");
         }
-        if self.scale_subresource {
+        if self.scale.is_some() {
             subs.push("scale");
         }
         subs
@@ -144,7 +170,7 @@ impl Builtin {
             short_names: Vec::new(),
             categories: Vec::new(),
             status_subresource: false,
-            scale_subresource: false,
+            scale: None,
             name_rule: NameRule::Dns1123Subdomain,
             returns_deleted_object: false,
             selectable_fields: Vec::new(),
@@ -154,6 +180,8 @@ impl Builtin {
             gc_policy: crate::deletion::GcPolicy::DeleteDependents,
             graceful: false,
             builtin: true,
+            printer_columns: Vec::new(),
+            schema: None,
         })
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -166,6 +194,16 @@ impl Builtin {
     }
     fn status(mut self) -> Self {
         self.0.status_subresource = true;
+        self
+    }
+    /// A `/scale` subresource over `spec.replicas` / `status.replicas`; the selector comes
+    /// from `spec.selector` (see the scale module).
+    fn scalable(mut self) -> Self {
+        self.0.scale = Some(ScalePaths {
+            spec_replicas_path: ".spec.replicas".into(),
+            status_replicas_path: ".status.replicas".into(),
+            label_selector_path: None,
+        });
         self
     }
     fn generation(mut self) -> Self {
@@ -347,12 +385,14 @@ pub fn builtin_types() -> Vec<ResourceType> {
         Builtin::new("apps", "v1", "Deployment", "deployments", true)
             .short(&["deploy"])
             .generation()
+            .scalable()
             .in_all()
             .status()
             .0,
         Builtin::new("apps", "v1", "ReplicaSet", "replicasets", true)
             .short(&["rs"])
             .generation()
+            .scalable()
             .in_all()
             .status()
             .fields(&["status.replicas"])

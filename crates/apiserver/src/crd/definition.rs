@@ -1,0 +1,1 @@
+//! CRD objects: validation, defaulting, and the resource types they serve (being written).

@@ -1,0 +1,5 @@
+//! Structural schemas (placeholder; being written).
+
+/// A compiled `openAPIV3Schema`.
+#[derive(Debug, Default)]
+pub struct StructuralSchema;
