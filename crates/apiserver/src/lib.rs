@@ -11,6 +11,7 @@
 pub mod controllers;
 pub mod crd;
 pub mod deletion;
+pub mod field_validation;
 pub mod discovery;
 pub mod http;
 pub mod metrics;
@@ -20,6 +21,7 @@ pub mod patch;
 pub mod pki;
 pub mod registry;
 pub mod resources;
+pub mod scale;
 pub mod selectors;
 pub mod server;
 pub mod status;

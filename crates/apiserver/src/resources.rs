@@ -15,6 +15,9 @@ use crate::validation::NameRule;
 /// How an object of this kind is filled in on create (the "PrepareForCreate" hook).
 pub type DefaultingHook = fn(&mut Value);
 
+/// Kind-specific validation of a write: the new object and, on updates, the stored one.
+pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
+
 /// One served resource: a (group, version, plural) and everything the lifecycle needs to know
 /// about its kind.
 #[derive(Clone, Debug)]
@@ -57,6 +60,14 @@ pub struct ResourceType {
     pub printer_columns: Vec<PrinterColumn>,
     /// The structural schema of a custom resource version: pruning, defaulting, validation.
     pub schema: Option<Arc<crate::crd::schema::StructuralSchema>>,
+    /// Checks beyond names, labels and finalizers (CRDs validate their spec here).
+    pub validation: Option<ValidationHook>,
+    /// Custom resources: the version objects are stored in (they are served in every served
+    /// version; with conversion `None` only `apiVersion` differs).
+    pub storage_version: Option<String>,
+    /// Custom resources whose definition is being deleted: creates are refused (405), as
+    /// upstream refuses them while it removes the instances.
+    pub definition_terminating: bool,
 }
 
 /// Where a `/scale` subresource finds its numbers: JSON paths in `.a.b` form, as CRD
@@ -118,6 +129,18 @@ impl ResourceType {
         self.group.is_empty() && self.plural == "namespaces"
     }
 
+    pub fn is_crd(&self) -> bool {
+        self.group == CRD_GROUP && self.plural == "customresourcedefinitions"
+    }
+
+    /// The apiVersion objects of this type are stored with.
+    pub fn stored_api_version(&self) -> String {
+        match &self.storage_version {
+            Some(version) => format!("{}/{version}", self.group),
+            None => self.api_version(),
+        }
+    }
+
     /// Every field label a field selector may use for this kind.
     pub fn supported_field_labels(&self) -> Vec<&str> {
         let mut labels = vec!["metadata.name"];
@@ -154,6 +177,8 @@ impl ResourceType {
     }
 }
 
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+
 /// Builder for the built-in kinds, so the table below reads as data.
 struct Builtin(ResourceType);
 
@@ -182,6 +207,9 @@ impl Builtin {
             builtin: true,
             printer_columns: Vec::new(),
             schema: None,
+            validation: None,
+            storage_version: None,
+            definition_terminating: false,
         })
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -232,6 +260,14 @@ impl Builtin {
     }
     fn write_defaults(mut self, hook: DefaultingHook) -> Self {
         self.0.write_defaults = Some(hook);
+        self
+    }
+    fn validation(mut self, hook: ValidationHook) -> Self {
+        self.0.validation = Some(hook);
+        self
+    }
+    fn categories(mut self, categories: &[&str]) -> Self {
+        self.0.categories = categories.iter().map(|s| s.to_string()).collect();
         self
     }
     fn defaulting(mut self, hook: DefaultingHook) -> Self {
@@ -397,6 +433,20 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .status()
             .fields(&["status.replicas"])
             .0,
+        Builtin::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+        )
+        .short(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .status()
+        .generation()
+        .write_defaults(crate::crd::definition::default_crd)
+        .validation(crate::crd::definition::validate_crd)
+        .0,
         Builtin::new("batch", "v1", "Job", "jobs", true)
             .generation()
             .gc(crate::deletion::GcPolicy::OrphanDependents)
@@ -435,6 +485,17 @@ impl Catalog {
                 && t.plural == resource.plural)
         });
         types.push(Arc::new(resource));
+    }
+
+    /// Replaces every served version of `group`/`plural` with `types` in one step, so that
+    /// routes and discovery change together (a CRD accepted, changed or gone).
+    pub fn replace_resource(&self, group: &str, plural: &str, types: Vec<ResourceType>) {
+        let mut current = self
+            .types
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        current.retain(|t| !(t.group == group && t.plural == plural));
+        current.extend(types.into_iter().map(Arc::new));
     }
 
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {

@@ -149,6 +149,13 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot create the system namespaces: {e}"))?;
 
+    let established = crate::controllers::crd::load_established(&registry)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot load custom resource definitions: {e}"))?;
+    if established > 0 {
+        tracing::info!(count = established, "serving established custom resource definitions");
+    }
+    crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone());
     namespace::spawn(
         Arc::clone(&registry),
         config.namespace_controller.clone(),

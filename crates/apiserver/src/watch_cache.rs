@@ -414,6 +414,9 @@ struct EventFilter {
     prefix: String,
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    /// Set when objects are stored in another version than the one watched (custom
+    /// resources served in several versions): events carry the watched apiVersion.
+    served_api_version: Option<String>,
 }
 
 impl EventFilter {
@@ -424,7 +427,27 @@ impl EventFilter {
                 .collection_prefix(request.namespace.as_deref()),
             labels: request.labels.clone(),
             fields: request.fields.clone(),
+            served_api_version: request
+                .resource
+                .storage_version
+                .as_ref()
+                .filter(|v| **v != request.resource.version)
+                .map(|_| request.resource.api_version()),
         }
+    }
+
+    fn change(&self, event_type: &'static str, object: Arc<Value>) -> WatchItem {
+        let object = match &self.served_api_version {
+            Some(api_version) => {
+                let mut copy = (*object).clone();
+                if let Some(map) = copy.as_object_mut() {
+                    map.insert("apiVersion".into(), json!(api_version));
+                }
+                Arc::new(copy)
+            }
+            None => object,
+        };
+        WatchItem::Change { event_type, object }
     }
 
     fn matches(&self, object: &Value) -> bool {
@@ -440,12 +463,12 @@ impl EventFilter {
             Some(object) => {
                 let now = self.matches(object);
                 match (was.is_some(), now) {
-                    (false, true) => Some(change("ADDED", Arc::clone(object))),
-                    (true, true) => Some(change("MODIFIED", Arc::clone(object))),
+                    (false, true) => Some(self.change("ADDED", Arc::clone(object))),
+                    (true, true) => Some(self.change("MODIFIED", Arc::clone(object))),
                     (true, false) => {
                         let mut gone = (**was?).clone();
                         set_resource_version(&mut gone, event.revision);
-                        Some(change("DELETED", Arc::new(gone)))
+                        Some(self.change("DELETED", Arc::new(gone)))
                     }
                     (false, false) => None,
                 }
@@ -454,12 +477,8 @@ impl EventFilter {
                 // W-rules: DELETED carries the last stored state at the deletion's revision.
                 let mut last = (**was?).clone();
                 set_resource_version(&mut last, event.revision);
-                Some(change("DELETED", Arc::new(last)))
+                Some(self.change("DELETED", Arc::new(last)))
             }
         }
     }
-}
-
-fn change(event_type: &'static str, object: Arc<Value>) -> WatchItem {
-    WatchItem::Change { event_type, object }
 }

@@ -15,9 +15,12 @@ use serde_json::Value;
 use super::path::{ApiPath, ResourcePath, parse};
 use super::{AppState, json_response, table, watch};
 use crate::discovery;
+use crate::field_validation::{self, FieldValidation};
 use crate::registry::{
-    DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions,
+    DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions, Written,
+    manager_from_user_agent,
 };
+use crate::scale;
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
@@ -73,13 +76,23 @@ impl Query {
         }
     }
 
-    fn write_options(&self) -> ApiResult<WriteOptions> {
+    /// `fieldManager` defaults to the client's User-Agent prefix, as upstream does for
+    /// every write but apply.
+    fn write_options(&self, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+        let user_agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
-            field_manager: self
-                .get("fieldManager")
-                .filter(|m| !m.is_empty())
-                .map(str::to_string),
+            field_manager: Some(
+                self.get("fieldManager")
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| manager_from_user_agent(user_agent)),
+            ),
+            field_validation: FieldValidation::parse(self.get("fieldValidation"))
+                .map_err(ApiError::bad_request)?,
+            duplicate_fields: Vec::new(),
         })
     }
 
@@ -142,6 +155,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     let subresource = match resource_path.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if resource.status_subresource => Subresource::Status,
+        Some("scale") if resource.scale.is_some() => Subresource::Scale,
         Some("finalize") if resource.is_namespace() => {
             // N1: /finalize only takes a PUT.
             if parts.method != Method::PUT {
@@ -265,6 +279,10 @@ fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))
 }
 
+fn protobuf_media_type() -> &'static str {
+    "application/vnd.kubernetes.protobuf"
+}
+
 /// Whether the client asked for a server-side `Table` (kubectl get).
 fn wants_table(headers: &HeaderMap) -> bool {
     headers
@@ -289,10 +307,28 @@ impl ResourceRequest<'_> {
     }
 
     fn respond(&self, code: StatusCode, object: &Value) -> ApiResult<Response> {
+        if self.subresource == Subresource::Scale {
+            return Ok(json_response(code, &scale::to_scale(self.resource, object)?));
+        }
         if wants_table(self.headers) {
             return Ok(table::response(code, self.resource, object));
         }
         Ok(json_response(code, object))
+    }
+
+    fn respond_written(&self, code: StatusCode, written: &Written) -> ApiResult<Response> {
+        let response = self.respond(code, &written.object)?;
+        Ok(with_warnings(response, &written.warnings))
+    }
+
+    fn write_options(&self, body: &[u8]) -> ApiResult<WriteOptions> {
+        let mut options = self.query.write_options(self.headers)?;
+        if options.field_validation != FieldValidation::Ignore
+            && content_type(self.headers) != protobuf_media_type()
+        {
+            options.duplicate_fields = field_validation::duplicate_fields(body);
+        }
+        Ok(options)
     }
 
     async fn get(&self, name: &str) -> ApiResult<Response> {
@@ -357,6 +393,13 @@ impl ResourceRequest<'_> {
     }
 
     async fn create(&self, body: Bytes) -> ApiResult<Response> {
+        if self.subresource != Subresource::Main {
+            return Err(ApiError::method_not_allowed(format!(
+                "POST is not supported on {}/{{name}}/{}",
+                self.resource.plural,
+                self.subresource.name().unwrap_or_default()
+            )));
+        }
         let object = decode_object(self.headers, &body)?;
         let created = self
             .state
@@ -365,14 +408,18 @@ impl ResourceRequest<'_> {
                 self.resource,
                 self.namespace(),
                 object,
-                &self.query.write_options()?,
+                &self.write_options(&body)?,
             )
             .await?;
-        self.respond(StatusCode::CREATED, &created)
+        self.respond_written(StatusCode::CREATED, &created)
     }
 
     async fn update(&self, name: &str, body: Bytes) -> ApiResult<Response> {
         let object = decode_object(self.headers, &body)?;
+        let options = self.write_options(&body)?;
+        if self.subresource == Subresource::Scale {
+            return self.update_scale(name, object, &options).await;
+        }
         let updated = self
             .state
             .registry
@@ -382,10 +429,48 @@ impl ResourceRequest<'_> {
                 name,
                 object,
                 self.subresource,
-                &self.query.write_options()?,
+                &options,
             )
             .await?;
-        self.respond(StatusCode::OK, &updated)
+        self.respond_written(StatusCode::OK, &updated)
+    }
+
+    /// PUT `/scale`: the Scale's `spec.replicas` goes into the object; its
+    /// `metadata.resourceVersion`, if set, is a precondition.
+    async fn update_scale(
+        &self,
+        name: &str,
+        requested: Value,
+        options: &WriteOptions,
+    ) -> ApiResult<Response> {
+        let replicas = scale::requested_replicas(&requested)?;
+        let pinned = crate::object::meta_str(&requested, "resourceVersion")
+            .filter(|rv| !rv.is_empty())
+            .map(|rv| {
+                rv.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid metadata.resourceVersion {rv:?}"))
+                })
+            })
+            .transpose()?;
+        let resource = self.resource;
+        let updated = self
+            .state
+            .registry
+            .guarded_update(
+                resource,
+                self.namespace(),
+                name,
+                pinned,
+                Subresource::Scale,
+                options,
+                |current| {
+                    let mut next = current.clone();
+                    scale::set_replicas(resource, &mut next, replicas)?;
+                    Ok(next)
+                },
+            )
+            .await?;
+        self.respond_written(StatusCode::OK, &updated)
     }
 
     async fn patch(&self, name: &str, body: Bytes) -> ApiResult<Response> {
@@ -393,11 +478,7 @@ impl ResourceRequest<'_> {
             "application/json-patch+json" => PatchFormat::Json,
             "application/merge-patch+json" => PatchFormat::Merge,
             "application/strategic-merge-patch+json" => PatchFormat::Strategic,
-            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
-                return Err(ApiError::unsupported_media_type(
-                    "server-side apply is not supported yet: use client-side `kubectl apply` or a merge patch",
-                ));
-            }
+            "application/apply-patch+yaml" => return self.apply(name, &body).await,
             other => {
                 return Err(ApiError::unsupported_media_type(format!(
                     "the patch content type {other:?} is not supported: use application/json-patch+json, application/merge-patch+json or application/strategic-merge-patch+json"
@@ -416,20 +497,93 @@ impl ResourceRequest<'_> {
             ));
         }
         let patch = parse_json(&body)?;
-        let patched = self
+        let options = self.write_options(&body)?;
+        let patched = if self.subresource == Subresource::Scale {
+            self.patch_scale(name, format, &patch, &options).await?
+        } else {
+            self.state
+                .registry
+                .patch(
+                    self.resource,
+                    self.namespace(),
+                    name,
+                    format,
+                    &patch,
+                    self.subresource,
+                    &options,
+                )
+                .await?
+        };
+        self.respond_written(StatusCode::OK, &patched)
+    }
+
+    /// PATCH `/scale`: the patch applies to the Scale view (kubectl scale sends a merge
+    /// patch of `spec.replicas`), and the resulting replica count goes into the object.
+    async fn patch_scale(
+        &self,
+        name: &str,
+        format: PatchFormat,
+        patch: &Value,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let resource = self.resource;
+        self.state
+            .registry
+            .guarded_update(
+                resource,
+                self.namespace(),
+                name,
+                None,
+                Subresource::Scale,
+                options,
+                |current| {
+                    let view = scale::to_scale(resource, current)?;
+                    let patched = crate::registry::apply_patch_format(format, &view, patch)?;
+                    let replicas = scale::requested_replicas(&patched)?;
+                    let mut next = current.clone();
+                    scale::set_replicas(resource, &mut next, replicas)?;
+                    Ok(next)
+                },
+            )
+            .await
+    }
+
+    /// `application/apply-patch+yaml`: server-side apply (api-surface §6.6).
+    async fn apply(&self, name: &str, body: &[u8]) -> ApiResult<Response> {
+        if self.subresource == Subresource::Scale {
+            return Err(ApiError::unsupported_media_type(
+                "server-side apply is not supported on the scale subresource: use a merge patch",
+            ));
+        }
+        // Both clients send JSON; YAML is the declared format.
+        let applied = parse_json(body).or_else(|_| parse_yaml(body))?;
+        let mut options = self.write_options(body)?;
+        // Apply has no default manager: a missing fieldManager is a 422.
+        options.field_manager = self
+            .query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .map(str::to_string);
+        let force = self.query.flag("force")?;
+        let written = self
             .state
             .registry
-            .patch(
+            .apply(
                 self.resource,
                 self.namespace(),
                 name,
-                format,
-                &patch,
+                applied,
                 self.subresource,
-                &self.query.write_options()?,
+                force,
+                &options,
             )
             .await?;
-        self.respond(StatusCode::OK, &patched)
+        let code = if written.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        self.respond_written(code, &written)
     }
 
     /// H2: DeleteOptions come from a non-empty body, otherwise from the query.

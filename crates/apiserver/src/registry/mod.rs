@@ -18,7 +18,12 @@ use futures::StreamExt;
 use rand::Rng;
 use serde_json::{Value, json};
 
+mod admit;
+
+pub use admit::manager_from_user_agent;
+
 use crate::deletion::{self, Graceful};
+use crate::field_validation::FieldValidation;
 use crate::object::{self, metadata_mut};
 use crate::patch;
 use crate::resources::{Catalog, ResourceType};
@@ -64,7 +69,23 @@ pub struct ListOptions {
 #[derive(Clone, Debug, Default)]
 pub struct WriteOptions {
     pub dry_run: bool,
+    /// Who makes the write, for `managedFields`; None records nothing.
     pub field_manager: Option<String>,
+    /// What to do with unknown and duplicate fields (api-surface §6.7).
+    pub field_validation: FieldValidation,
+    /// Duplicate keys the request body had (found by the decoder, which keeps one of each).
+    pub duplicate_fields: Vec<String>,
+}
+
+/// A successful create or update.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    /// The object as stored (or as it would be, under dry-run).
+    pub object: Value,
+    /// `Warning` headers for the client.
+    pub warnings: Vec<String>,
+    /// True when the write created the object (server-side apply upserts).
+    pub created: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,6 +123,20 @@ pub enum Subresource {
     Status,
     /// A namespace's `/finalize`: only `spec.finalizers` changes (N1).
     Finalize,
+    /// `/scale`: the replica count changes, through the object itself.
+    Scale,
+}
+
+impl Subresource {
+    /// The name `managedFields` entries record (`status`), None for the main resource.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Main => None,
+            Subresource::Status => Some("status"),
+            Subresource::Finalize => Some("finalize"),
+            Subresource::Scale => Some("scale"),
+        }
+    }
 }
 
 /// The result of a DELETE.
@@ -262,7 +297,7 @@ impl Registry {
         let key = resource.object_key(namespace, name);
         let (kv, _) = self.store.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
-        decode(&kv)
+        Ok(served(resource, decode(&kv)?))
     }
 
     /// api-surface §5: a consistent list at one revision, filtered by selectors, paginated
@@ -499,8 +534,13 @@ impl Registry {
         namespace: Option<&str>,
         mut object: Value,
         options: &WriteOptions,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Written> {
         check_type_meta(resource, &object)?;
+        if resource.definition_terminating {
+            return Err(ApiError::method_not_allowed(
+                "create not allowed while custom resource definition is terminating",
+            ));
+        }
         let namespace = effective_namespace(resource, namespace, &object)?;
 
         let metadata = metadata_mut(&mut object);
@@ -573,6 +613,12 @@ impl Registry {
         }
         set_type_meta(resource, &mut object);
         object::drop_empty_metadata_fields(&mut object);
+        let admission = admit::admit_content(resource, &mut object, None, options)?;
+        errors.extend(admission.errors);
+        if let Some(manager) = &options.field_manager {
+            admit::record_manager(resource, None, &mut object, manager, None);
+        }
+        let warnings = admission.warnings;
 
         errors.extend(validate_object(resource, &object, namespace.as_deref()));
         if !errors.is_empty() {
@@ -618,13 +664,21 @@ impl Registry {
                 {
                     WriteOutcome::Committed(result) => {
                         set_resource_version(&mut object, result.revision);
-                        return Ok(object);
+                        return Ok(Written {
+                            object: served(resource, object),
+                            warnings,
+                            created: true,
+                        });
                     }
                     WriteOutcome::PreconditionFailed { current } => Some(current),
                 }
             };
             let Some(existing) = clash else {
-                return Ok(object);
+                return Ok(Written {
+                    object: served(resource, object),
+                    warnings,
+                    created: true,
+                });
             };
             // U1: a generated name that clashes is generated again, up to 8 tries.
             if generated && attempts < GENERATE_NAME_ATTEMPTS {
@@ -697,7 +751,7 @@ impl Registry {
         object: Value,
         subresource: Subresource,
         options: &WriteOptions,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Written> {
         check_type_meta(resource, &object)?;
         let body_name = object::name(&object);
         if !body_name.is_empty() && body_name != name {
@@ -734,7 +788,7 @@ impl Registry {
         subresource: Subresource,
         options: &WriteOptions,
         mutate: F,
-    ) -> ApiResult<Value>
+    ) -> ApiResult<Written>
     where
         F: Fn(&Value) -> ApiResult<Value>,
     {
@@ -756,9 +810,12 @@ impl Registry {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
             }
             check_type_meta(resource, &requested)?;
-            let candidate = prepare_update(resource, &current, requested, subresource)?;
-
-            let errors = validate_object(resource, &candidate, namespace);
+            let mut candidate = prepare_update(resource, &current, requested, subresource)?;
+            let admission =
+                admit::admit_content(resource, &mut candidate, Some(&current), options)?;
+            let warnings = admission.warnings;
+            let mut errors = admission.errors;
+            errors.extend(validate_object(resource, &candidate, namespace));
             if !errors.is_empty() {
                 return Err(ApiError::invalid(
                     &resource.kind,
@@ -772,8 +829,13 @@ impl Registry {
             // completes the deletion instead of storing the object. Nothing new is stored,
             // so the answer keeps the revision it was read at.
             if update_finishes_deletion(resource, &current, &candidate) {
+                let done = Written {
+                    object: served(resource, candidate),
+                    warnings,
+                    created: false,
+                };
                 if options.dry_run {
-                    return Ok(candidate);
+                    return Ok(done);
                 }
                 match self
                     .store
@@ -787,7 +849,7 @@ impl Registry {
                 {
                     // A concurrent remover winning is fine.
                     WriteOutcome::Committed(_)
-                    | WriteOutcome::PreconditionFailed { current: None } => return Ok(candidate),
+                    | WriteOutcome::PreconditionFailed { current: None } => return Ok(done),
                     WriteOutcome::PreconditionFailed { current: Some(_) } => {
                         if pinned_revision.is_some() || attempts >= UPDATE_RETRIES {
                             return Err(ApiError::stale_resource_version(target(resource, name)));
@@ -799,10 +861,27 @@ impl Registry {
 
             let unchanged = strip_resource_version(&candidate) == strip_resource_version(&current);
             if unchanged {
-                return Ok(current);
+                return Ok(Written {
+                    object: served(resource, current),
+                    warnings,
+                    created: false,
+                });
+            }
+            if let Some(manager) = &options.field_manager {
+                admit::record_manager(
+                    resource,
+                    Some(&current),
+                    &mut candidate,
+                    manager,
+                    subresource.name(),
+                );
             }
             if options.dry_run {
-                return Ok(candidate);
+                return Ok(Written {
+                    object: served(resource, candidate),
+                    warnings,
+                    created: false,
+                });
             }
             match self
                 .store
@@ -818,7 +897,11 @@ impl Registry {
                 WriteOutcome::Committed(result) => {
                     let mut stored = candidate;
                     set_resource_version(&mut stored, result.revision);
-                    return Ok(stored);
+                    return Ok(Written {
+                        object: served(resource, stored),
+                        warnings,
+                        created: false,
+                    });
                 }
                 WriteOutcome::PreconditionFailed { current: None } => {
                     return Err(ApiError::not_found(target(resource, name)));
@@ -844,7 +927,7 @@ impl Registry {
         patch: &Value,
         subresource: Subresource,
         options: &WriteOptions,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Written> {
         let format = match format {
             // Strategic merge patch is defined for built-in kinds only; other kinds are
             // patched as JSON merge patches, as upstream does for custom resources.
@@ -852,23 +935,7 @@ impl Registry {
             other => other,
         };
         let mutate = |current: &Value| -> ApiResult<Value> {
-            let patched = match format {
-                PatchFormat::Json => patch::apply_json_patch(current, patch),
-                PatchFormat::Merge => patch::apply_merge_patch(current, patch),
-                PatchFormat::Strategic => {
-                    patch::apply_strategic_merge_patch(current, patch, &patch::BuiltinSchema)
-                }
-            }
-            .map_err(|error| match error {
-                patch::PatchError::Malformed(message) => {
-                    ApiError::bad_request(format!("invalid patch: {message}"))
-                }
-                patch::PatchError::CannotApply(message) => ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("the patch cannot be applied: {message}"),
-                ),
-            })?;
+            let patched = apply_patch_format(format, current, patch)?;
             if object::meta_str(&patched, "resourceVersion")
                 != object::meta_str(current, "resourceVersion")
             {
@@ -892,6 +959,102 @@ impl Registry {
             mutate,
         )
         .await
+    }
+
+    /// Server-side apply (api-surface §6.6): merges `applied` into the object under
+    /// `fieldManager`'s ownership, creating the object when it does not exist (201).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn apply(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        mut applied: Value,
+        subresource: Subresource,
+        force: bool,
+        options: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let manager = options
+            .field_manager
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "PatchOptions",
+                    "meta.k8s.io",
+                    "",
+                    &[FieldError::required(
+                        "fieldManager",
+                        "is required for apply patch",
+                    )],
+                )
+            })?;
+        validate_field_manager(&manager)?;
+        check_applied_config(resource, name, &applied)?;
+        if subresource == Subresource::Main
+            && resource.status_subresource
+            && let Some(map) = applied.as_object_mut()
+        {
+            // §6.6 rule 5: the main resource ignores .status where a status subresource exists.
+            map.remove("status");
+        }
+        // The engine records ownership itself; the update path must not record it again.
+        let inner = WriteOptions {
+            field_manager: None,
+            ..options.clone()
+        };
+        let merge_schema = admit::merge_schema(resource);
+        let api_version = resource.api_version();
+        for _ in 0..UPDATE_RETRIES {
+            let now = object::now();
+            let engine = |live: Option<&Value>| -> ApiResult<Value> {
+                patch::server_side_apply(&patch::ApplyRequest {
+                    live,
+                    applied: &applied,
+                    manager: &manager,
+                    force,
+                    subresource: subresource.name(),
+                    api_version: &api_version,
+                    now: &now,
+                    schema: merge_schema.as_ref(),
+                })
+                .map_err(|error| apply_error(resource, name, error))
+            };
+            let exists = self
+                .store
+                .get(resource.object_key(namespace, name).as_bytes())
+                .await?
+                .0
+                .is_some();
+            if !exists {
+                if subresource != Subresource::Main {
+                    return Err(ApiError::not_found(target(resource, name)));
+                }
+                let mut object = engine(None)?;
+                metadata_mut(&mut object).insert("name".into(), json!(name));
+                match self.create(resource, namespace, object, &inner).await {
+                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    other => return other,
+                }
+            }
+            let result = self
+                .guarded_update(resource, namespace, name, None, subresource, &inner, |current| {
+                    let merged = engine(Some(current))?;
+                    if object::meta_str(&merged, "resourceVersion")
+                        != object::meta_str(current, "resourceVersion")
+                    {
+                        return Err(ApiError::stale_resource_version(target(resource, name)));
+                    }
+                    Ok(merged)
+                })
+                .await;
+            match result {
+                // Deleted between the read and the update: apply creates it again.
+                Err(e) if e.code == 404 => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::stale_resource_version(target(resource, name)))
     }
 
     // ----- delete ------------------------------------------------------------------------
@@ -937,6 +1100,8 @@ impl Registry {
 
             let plan = if is_namespace {
                 plan_namespace_delete(resource, &stored, options)
+            } else if resource.is_crd() && !object::is_terminating(&stored) {
+                plan_first_crd_delete(&stored)
             } else {
                 plan_delete(resource, &stored, options)
             };
@@ -1264,6 +1429,44 @@ fn plan_namespace_delete(
     }
 }
 
+/// M7: the first DELETE of a CRD marks it terminating and adds the cleanup finalizer, which
+/// the CRD controller removes once every instance is gone. (Upstream's CRD storage does this
+/// in place of the generic delete; later DELETEs take the generic path.)
+fn plan_first_crd_delete(stored: &Value) -> DeletePlan {
+    let mut updated = stored.clone();
+    let metadata = metadata_mut(&mut updated);
+    metadata.insert("deletionTimestamp".into(), json!(object::now()));
+    metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+    let mut finalizers = object::finalizers(stored);
+    if !finalizers
+        .iter()
+        .any(|f| f == crate::controllers::crd::CLEANUP_FINALIZER)
+    {
+        finalizers.push(crate::controllers::crd::CLEANUP_FINALIZER.to_string());
+    }
+    metadata.insert("finalizers".into(), json!(finalizers));
+    let condition = json!({
+        "type": "Terminating", "status": "True", "lastTransitionTime": object::now(),
+        "reason": "InstanceDeletionPending",
+        "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+    });
+    if !updated.get("status").is_some_and(Value::is_object) {
+        updated["status"] = json!({});
+    }
+    let mut conditions: Vec<Value> = updated["status"]
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("Terminating"));
+    conditions.push(condition);
+    updated["status"]["conditions"] = json!(conditions);
+    DeletePlan::Update {
+        object: updated,
+        then_remove: false,
+    }
+}
+
 /// P8: deleting Jobs without a policy orphans their pods; upstream says so in a warning.
 fn job_orphan_warning(resource: &ResourceType, options: &DeleteOptions) -> Vec<String> {
     if resource.group == "batch"
@@ -1403,6 +1606,82 @@ fn validate_delete_options(options: &DeleteOptions) -> ApiResult<()> {
     }
 }
 
+/// Applies a patch body of `format` to `target`: 400 for a malformed patch, 422 for one that
+/// does not fit the object.
+pub fn apply_patch_format(format: PatchFormat, target: &Value, patch: &Value) -> ApiResult<Value> {
+    match format {
+        PatchFormat::Json => patch::apply_json_patch(target, patch),
+        PatchFormat::Merge => patch::apply_merge_patch(target, patch),
+        PatchFormat::Strategic => {
+            patch::apply_strategic_merge_patch(target, patch, &patch::BuiltinSchema)
+        }
+    }
+    .map_err(|error| match error {
+        patch::PatchError::Malformed(message) => {
+            ApiError::bad_request(format!("invalid patch: {message}"))
+        }
+        patch::PatchError::CannotApply(message) => ApiError::new(
+            422,
+            "Invalid",
+            format!("the patch cannot be applied: {message}"),
+        ),
+    })
+}
+
+/// §6.6: an applied configuration names the URL's type and, if it names an object, the URL's.
+fn check_applied_config(resource: &ResourceType, name: &str, applied: &Value) -> ApiResult<()> {
+    check_type_meta(resource, applied)?;
+    for field in ["apiVersion", "kind"] {
+        if applied
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ApiError::bad_request(format!(
+                "{field} must be set in an applied configuration (expected {:?})",
+                if field == "kind" {
+                    resource.kind.clone()
+                } else {
+                    resource.api_version()
+                }
+            )));
+        }
+    }
+    let applied_name = object::name(applied);
+    if !applied_name.is_empty() && applied_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({applied_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
+}
+
+/// A 409 with one `FieldManagerConflict` cause per conflicting field, as kubectl expects.
+fn apply_error(resource: &ResourceType, name: &str, error: patch::ApplyError) -> ApiError {
+    match error {
+        patch::ApplyError::Conflicts(conflicts) => ApiError::new(
+            409,
+            "Conflict",
+            patch::conflict_message(&conflicts),
+        )
+        .with_details(Details {
+            name: name.to_string(),
+            group: resource.group.clone(),
+            kind: resource.plural.clone(),
+            causes: conflicts
+                .iter()
+                .map(|c| crate::status::Cause {
+                    reason: "FieldManagerConflict".into(),
+                    message: format!("conflict with {:?} using {}", c.manager, c.api_version),
+                    field: c.field.clone(),
+                })
+                .collect(),
+            ..Details::default()
+        }),
+        patch::ApplyError::Invalid(message) => ApiError::bad_request(message),
+    }
+}
+
 fn validate_field_manager(manager: &str) -> ApiResult<()> {
     if manager.chars().count() > 128 {
         return Err(ApiError::invalid(
@@ -1487,7 +1766,7 @@ fn prepare_update(
             next["spec"]["finalizers"] = finalizers;
             requested = next;
         }
-        Subresource::Main => {
+        Subresource::Main | Subresource::Scale => {
             if resource.status_subresource {
                 match current.get("status") {
                     Some(status) => requested["status"] = status.clone(),
@@ -1530,6 +1809,13 @@ fn prepare_update(
         };
     }
     metadata.remove("selfLink");
+    // A write that does not mention managedFields keeps the stored ones (upstream resets
+    // them only when a request sets them explicitly).
+    if !metadata.contains_key("managedFields")
+        && let Some(managed) = current_meta.get("managedFields")
+    {
+        metadata.insert("managedFields".into(), managed.clone());
+    }
 
     // U5: a terminating object may not gain finalizers (removing and reordering is fine).
     if object::is_terminating(current) {
@@ -1621,11 +1907,24 @@ fn strip_type_meta(object: &mut Value) {
     }
 }
 
+/// Objects are stored with the type's storage version (custom resources served in several
+/// versions store one).
 fn set_type_meta(resource: &ResourceType, object: &mut Value) {
     if let Some(map) = object.as_object_mut() {
-        map.insert("apiVersion".into(), json!(resource.api_version()));
+        map.insert("apiVersion".into(), json!(resource.stored_api_version()));
         map.insert("kind".into(), json!(resource.kind));
     }
+}
+
+/// An object as served at `resource`'s version: with conversion `None`, versions of a custom
+/// resource differ only in `apiVersion`.
+pub fn served(resource: &ResourceType, mut object: Value) -> Value {
+    if resource.storage_version.is_some()
+        && let Some(map) = object.as_object_mut()
+    {
+        map.insert("apiVersion".into(), json!(resource.api_version()));
+    }
+    object
 }
 
 /// The body's kind and apiVersion, when given, must name the URL's type.
@@ -1744,10 +2043,11 @@ fn validate_object(
             }
         }
         if let Some(finalizers) = metadata.get("finalizers") {
+            // FN3 is core validation's rule; CRDs (apiextensions) use the generic one.
             errors.extend(validate_finalizer_list(
                 finalizers,
                 "metadata.finalizers",
-                resource.builtin,
+                resource.builtin && !resource.is_crd(),
             ));
             // FN2
             let names = object::finalizers(object);
