@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod crd;
 pub mod deletion;
 pub mod discovery;
+pub mod field_validation;
 pub mod http;
 pub mod metrics;
 pub mod object;
