@@ -11,8 +11,8 @@
 pub mod controllers;
 pub mod crd;
 pub mod deletion;
-pub mod field_validation;
 pub mod discovery;
+pub mod field_validation;
 pub mod http;
 pub mod metrics;
 pub mod object;

@@ -17,11 +17,13 @@ use crate::validation::FieldError;
 
 /// `.spec.replicas` → `/spec/replicas`.
 fn pointer(path: &str) -> String {
-    path.trim_start_matches('.').split('.').fold(String::new(), |mut p, part| {
-        p.push('/');
-        p.push_str(&part.replace('~', "~0").replace('/', "~1"));
-        p
-    })
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |mut p, part| {
+            p.push('/');
+            p.push_str(&part.replace('~', "~0").replace('/', "~1"));
+            p
+        })
 }
 
 fn paths(resource: &ResourceType) -> ApiResult<&ScalePaths> {
@@ -93,15 +95,15 @@ pub fn requested_replicas(scale: &Value) -> ApiResult<i64> {
     match scale.pointer("/spec/replicas") {
         None | Some(Value::Null) => Ok(0),
         Some(Value::Number(n)) => match n.as_i64() {
-            Some(replicas) if replicas >= 0 => i32::try_from(replicas)
-                .map(i64::from)
-                .map_err(|_| {
+            Some(replicas) if replicas >= 0 => {
+                i32::try_from(replicas).map(i64::from).map_err(|_| {
                     invalid(FieldError::invalid_literal(
                         "spec.replicas",
                         replicas.to_string(),
                         "must be a 32-bit integer",
                     ))
-                }),
+                })
+            }
             Some(replicas) => Err(invalid(FieldError::invalid_literal(
                 "spec.replicas",
                 replicas.to_string(),
@@ -240,8 +242,9 @@ mod tests {
     #[test]
     fn written_replicas_are_checked() {
         assert_eq!(requested_replicas(&json!({"spec": {"replicas": 5}})), Ok(5));
-        let negative = requested_replicas(&json!({"metadata": {"name": "w"}, "spec": {"replicas": -1}}))
-            .expect_err("negative");
+        let negative =
+            requested_replicas(&json!({"metadata": {"name": "w"}, "spec": {"replicas": -1}}))
+                .expect_err("negative");
         assert_eq!(negative.code, 422);
         assert!(
             negative

@@ -153,7 +153,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot load custom resource definitions: {e}"))?;
     if established > 0 {
-        tracing::info!(count = established, "serving established custom resource definitions");
+        tracing::info!(
+            count = established,
+            "serving established custom resource definitions"
+        );
     }
     crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone());
     namespace::spawn(

@@ -85,7 +85,10 @@ async fn derived_crd_installs_with_apply_and_becomes_established() {
             .unwrap_or_else(|| panic!("condition {t}"))
     };
     assert_eq!(by_type("NamesAccepted").status, "True");
-    assert_eq!(by_type("NamesAccepted").reason.as_deref(), Some("NoConflicts"));
+    assert_eq!(
+        by_type("NamesAccepted").reason.as_deref(),
+        Some("NoConflicts")
+    );
     assert_eq!(by_type("Established").status, "True");
     assert_eq!(
         by_type("Established").reason.as_deref(),
@@ -125,7 +128,11 @@ async fn discovery_tracks_the_crd_both_ways() {
         .expect("example.com is discovered");
     let (resource, caps) = group.recommended_kind("Widget").expect("Widget kind");
     assert_eq!(resource.plural, "widgets");
-    assert!(caps.subresources.iter().any(|(r, _)| r.plural == "widgets/status" || r.plural == "status"));
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(r, _)| r.plural == "widgets/status" || r.plural == "status")
+    );
     let aggregated = kube::Discovery::new(server.client.clone())
         .run_aggregated()
         .await
@@ -171,7 +178,11 @@ async fn custom_resources_support_crud_status_and_generation() {
     let status = json!({"apiVersion": "example.com/v1", "kind": "Widget",
                         "status": {"replicas": 2, "selector": "app=w1"}});
     let patched = widgets
-        .patch_status("w1", &PatchParams::apply("widget-operator"), &Patch::Apply(&status))
+        .patch_status(
+            "w1",
+            &PatchParams::apply("widget-operator"),
+            &Patch::Apply(&status),
+        )
         .await
         .expect("apply status");
     assert_eq!(patched.status.as_ref().map(|s| s.replicas), Some(2));
@@ -292,7 +303,9 @@ async fn deleting_the_crd_deletes_its_instances_then_itself() {
         .delete(CRD_NAME, &DeleteParams::default())
         .await
         .expect("delete the CRD");
-    let terminating = deleted.left().expect("the CRD stays while instances remain");
+    let terminating = deleted
+        .left()
+        .expect("the CRD stays while instances remain");
     assert!(terminating.metadata.deletion_timestamp.is_some());
     assert!(
         terminating

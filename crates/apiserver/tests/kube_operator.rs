@@ -167,18 +167,19 @@ async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers()
     let gadgets = install(&server).await;
     let cleaned: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
 
-    let reconcile = |gadget: Arc<Gadget>, ctx: Arc<(Api<Gadget>, Arc<Mutex<BTreeMap<String, usize>>>)>| async move {
-        let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
-        finalizer(api, FINALIZER, gadget, |event| async move {
-            if let Event::Cleanup(gadget) = event {
-                let mut cleaned = cleaned.lock().unwrap_or_else(|p| p.into_inner());
-                *cleaned.entry(gadget.name_any()).or_default() += 1;
-            }
-            Ok::<_, ReconcileError>(Action::await_change())
-        })
-        .await
-        .map_err(|e| ReconcileError(e.to_string()))
-    };
+    let reconcile =
+        |gadget: Arc<Gadget>, ctx: Arc<(Api<Gadget>, Arc<Mutex<BTreeMap<String, usize>>>)>| async move {
+            let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
+            finalizer(api, FINALIZER, gadget, |event| async move {
+                if let Event::Cleanup(gadget) = event {
+                    let mut cleaned = cleaned.lock().unwrap_or_else(|p| p.into_inner());
+                    *cleaned.entry(gadget.name_any()).or_default() += 1;
+                }
+                Ok::<_, ReconcileError>(Action::await_change())
+            })
+            .await
+            .map_err(|e| ReconcileError(e.to_string()))
+        };
     let controller = Controller::new(gadgets.clone(), watcher::Config::default())
         .run(
             reconcile,
@@ -269,14 +270,11 @@ async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers()
     })
     .await;
     let cleaned = cleaned.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    assert_eq!(
-        cleaned.keys().cloned().collect::<Vec<_>>(),
-        {
-            let mut sorted = names.clone();
-            sorted.sort();
-            sorted
-        }
-    );
+    assert_eq!(cleaned.keys().cloned().collect::<Vec<_>>(), {
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted
+    });
     running.abort();
     server.shutdown().await;
 }

@@ -41,17 +41,22 @@ fn crd_type(registry: &Registry) -> ApiResult<Arc<ResourceType>> {
     registry
         .catalog()
         .lookup(CRD_GROUP, "v1", "customresourcedefinitions")
-        .ok_or_else(|| ApiError::internal("the customresourcedefinitions resource is not registered"))
+        .ok_or_else(|| {
+            ApiError::internal("the customresourcedefinitions resource is not registered")
+        })
 }
 
 /// Registers the resource types of every stored CRD that is established. Run at start-up.
 pub async fn load_established(registry: &Registry) -> ApiResult<usize> {
     let crds = crd_type(registry)?;
-    let list = registry
-        .list(&crds, None, &ListOptions::default())
-        .await?;
+    let list = registry.list(&crds, None, &ListOptions::default()).await?;
     let mut loaded = 0;
-    for crd in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+    for crd in list
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if condition_true(crd, "Established") && register(registry, crd).is_ok() {
             loaded += 1;
         }
@@ -152,7 +157,9 @@ async fn watch_crds(registry: &Registry) -> ApiResult<crate::watch_cache::WatchS
 enum Outcome {
     Done,
     /// Instances remain; their storage prefix is watched for deletions.
-    Cleaning { prefix: String },
+    Cleaning {
+        prefix: String,
+    },
 }
 
 async fn sync(registry: &Registry, name: &str) -> ApiResult<Outcome> {
@@ -170,7 +177,11 @@ async fn sync(registry: &Registry, name: &str) -> ApiResult<Outcome> {
         accepted_status(status, &crd, conflict.as_deref())
     })
     .await?;
-    if object::is_terminating(&crd) && object::finalizers(&crd).iter().any(|f| f == CLEANUP_FINALIZER) {
+    if object::is_terminating(&crd)
+        && object::finalizers(&crd)
+            .iter()
+            .any(|f| f == CLEANUP_FINALIZER)
+    {
         return clean_up(registry, &crds, &crd).await;
     }
     Ok(Outcome::Done)
@@ -193,8 +204,13 @@ fn register(registry: &Registry, crd: &Value) -> Result<(), String> {
 fn unregister(registry: &Registry, crd: &Value) {
     let (group, plural) = group_and_plural(crd);
     if !group.is_empty() && !plural.is_empty() {
-        registry.catalog().replace_resource(&group, &plural, Vec::new());
-        tracing::info!(crd = object::name(crd), "custom resource definition removed; its routes are gone");
+        registry
+            .catalog()
+            .replace_resource(&group, &plural, Vec::new());
+        tracing::info!(
+            crd = object::name(crd),
+            "custom resource definition removed; its routes are gone"
+        );
     }
 }
 
@@ -288,12 +304,24 @@ fn accepted_status(status: &mut Value, crd: &Value, conflict: Option<&str>) {
         Some(why) => {
             set_condition(status, "NamesAccepted", "False", "NameConflict", why);
             if !condition_true(crd, "Established") {
-                set_condition(status, "Established", "False", "NotAccepted", "not all names are accepted");
+                set_condition(
+                    status,
+                    "Established",
+                    "False",
+                    "NotAccepted",
+                    "not all names are accepted",
+                );
             }
         }
         None => {
             status["acceptedNames"] = definition::accepted_names(crd);
-            set_condition(status, "NamesAccepted", "True", "NoConflicts", "no conflicts found");
+            set_condition(
+                status,
+                "NamesAccepted",
+                "True",
+                "NoConflicts",
+                "no conflicts found",
+            );
             set_condition(
                 status,
                 "Established",
@@ -317,7 +345,12 @@ fn accepted_status(status: &mut Value, crd: &Value, conflict: Option<&str>) {
 }
 
 /// Rewrites the CRD's status through `/status` when `change` alters it.
-async fn write_status<F>(registry: &Registry, crds: &ResourceType, name: &str, change: F) -> ApiResult<()>
+async fn write_status<F>(
+    registry: &Registry,
+    crds: &ResourceType,
+    name: &str,
+    change: F,
+) -> ApiResult<()>
 where
     F: Fn(&mut Value),
 {
@@ -403,7 +436,14 @@ async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiR
         }
     }
     let left = registry
-        .list(&instances, None, &ListOptions { limit: 1, ..ListOptions::default() })
+        .list(
+            &instances,
+            None,
+            &ListOptions {
+                limit: 1,
+                ..ListOptions::default()
+            },
+        )
         .await?;
     let remaining = left
         .get("items")
@@ -413,10 +453,19 @@ async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiR
         let message = if failures.is_empty() {
             "could not confirm zero CustomResources remaining: some instances are held by their finalizers".to_string()
         } else {
-            format!("could not delete all CustomResources: {}", failures.join("; "))
+            format!(
+                "could not delete all CustomResources: {}",
+                failures.join("; ")
+            )
         };
         write_status(registry, crds, &name, |status| {
-            set_condition(status, "Terminating", "True", "InstanceDeletionCheck", &message)
+            set_condition(
+                status,
+                "Terminating",
+                "True",
+                "InstanceDeletionCheck",
+                &message,
+            )
         })
         .await?;
         return Ok(Outcome::Cleaning {
@@ -426,7 +475,11 @@ async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiR
     finish_cleanup(registry, crds, &name).await
 }
 
-async fn finish_cleanup(registry: &Registry, crds: &ResourceType, name: &str) -> ApiResult<Outcome> {
+async fn finish_cleanup(
+    registry: &Registry,
+    crds: &ResourceType,
+    name: &str,
+) -> ApiResult<Outcome> {
     write_status(registry, crds, name, |status| {
         set_condition(
             status,
@@ -438,19 +491,30 @@ async fn finish_cleanup(registry: &Registry, crds: &ResourceType, name: &str) ->
     })
     .await?;
     let result = registry
-        .guarded_update(crds, None, name, None, Subresource::Main, &WriteOptions::default(), |current| {
-            let mut next = current.clone();
-            let kept: Vec<String> = object::finalizers(current)
-                .into_iter()
-                .filter(|f| f != CLEANUP_FINALIZER)
-                .collect();
-            object::metadata_mut(&mut next).insert("finalizers".into(), json!(kept));
-            Ok(next)
-        })
+        .guarded_update(
+            crds,
+            None,
+            name,
+            None,
+            Subresource::Main,
+            &WriteOptions::default(),
+            |current| {
+                let mut next = current.clone();
+                let kept: Vec<String> = object::finalizers(current)
+                    .into_iter()
+                    .filter(|f| f != CLEANUP_FINALIZER)
+                    .collect();
+                object::metadata_mut(&mut next).insert("finalizers".into(), json!(kept));
+                Ok(next)
+            },
+        )
         .await;
     match result {
         Ok(_) => {
-            tracing::info!(crd = name, "custom resources deleted; cleanup finalizer removed");
+            tracing::info!(
+                crd = name,
+                "custom resources deleted; cleanup finalizer removed"
+            );
             Ok(Outcome::Done)
         }
         Err(e) if e.code == 404 => Ok(Outcome::Done),
@@ -466,11 +530,29 @@ mod tests {
     fn conditions_keep_their_transition_time_until_they_flip() {
         let mut status = json!({"conditions": [{"type": "Established", "status": "True",
             "lastTransitionTime": "2020-01-01T00:00:00Z", "reason": "InitialNamesAccepted", "message": "m"}]});
-        set_condition(&mut status, "Established", "True", "InitialNamesAccepted", "the initial names have been accepted");
-        assert_eq!(status["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        set_condition(
+            &mut status,
+            "Established",
+            "True",
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+        );
+        assert_eq!(
+            status["conditions"][0]["lastTransitionTime"],
+            "2020-01-01T00:00:00Z"
+        );
         set_condition(&mut status, "Established", "False", "NotAccepted", "no");
-        assert_ne!(status["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
-        set_condition(&mut status, "Terminating", "True", "InstanceDeletionPending", "x");
+        assert_ne!(
+            status["conditions"][0]["lastTransitionTime"],
+            "2020-01-01T00:00:00Z"
+        );
+        set_condition(
+            &mut status,
+            "Terminating",
+            "True",
+            "InstanceDeletionPending",
+            "x",
+        );
         assert_eq!(status["conditions"].as_array().map(Vec::len), Some(2));
     }
 
@@ -483,7 +565,10 @@ mod tests {
         let mut status = crd["status"].clone();
         accepted_status(&mut status, &crd, None);
         assert_eq!(status["storedVersions"], json!(["v1beta1", "v1"]));
-        assert!(condition_true(&json!({"status": status.clone()}), "Established"));
+        assert!(condition_true(
+            &json!({"status": status.clone()}),
+            "Established"
+        ));
         assert!(condition_true(&json!({"status": status}), "NamesAccepted"));
 
         let mut refused = json!({});

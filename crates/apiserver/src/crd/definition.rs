@@ -7,7 +7,11 @@ use crate::resources::{ResourceType, ScalePaths};
 use crate::validation::{FieldError, NameRule};
 
 pub fn default_crd(crd: &mut Value) {
-    let kind = crd.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind = crd
+        .pointer("/spec/names/kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if crd.pointer("/spec/names/listKind").is_none() {
         crd["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
     }
@@ -24,23 +28,57 @@ pub fn validate_crd(_crd: &Value, _old: Option<&Value>) -> Vec<FieldError> {
 }
 
 pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
-    let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    let s = |p: &str| {
+        crd.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let strings = |p: &str| -> Vec<String> {
-        crd.pointer(p).and_then(Value::as_array).map(|l| l.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default()
+        crd.pointer(p)
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let mut types = Vec::new();
-    for version in crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default() {
+    for version in crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
         if version.get("served").and_then(Value::as_bool) != Some(true) {
             continue;
         }
-        let scale = version.pointer("/subresources/scale").map(|scale| ScalePaths {
-            spec_replicas_path: scale.get("specReplicasPath").and_then(Value::as_str).unwrap_or_default().into(),
-            status_replicas_path: scale.get("statusReplicasPath").and_then(Value::as_str).unwrap_or_default().into(),
-            label_selector_path: scale.get("labelSelectorPath").and_then(Value::as_str).map(str::to_string),
-        });
+        let scale = version
+            .pointer("/subresources/scale")
+            .map(|scale| ScalePaths {
+                spec_replicas_path: scale
+                    .get("specReplicasPath")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into(),
+                status_replicas_path: scale
+                    .get("statusReplicasPath")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into(),
+                label_selector_path: scale
+                    .get("labelSelectorPath")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            });
         types.push(ResourceType {
             group: s("/spec/group"),
-            version: version.get("name").and_then(Value::as_str).unwrap_or_default().into(),
+            version: version
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .into(),
             kind: s("/spec/names/kind"),
             list_kind: s("/spec/names/listKind"),
             plural: s("/spec/names/plural"),

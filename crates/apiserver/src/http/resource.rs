@@ -20,8 +20,8 @@ use crate::registry::{
     DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions, Written,
     manager_from_user_agent,
 };
-use crate::scale;
 use crate::resources::ResourceType;
+use crate::scale;
 use crate::status::{ApiError, ApiResult};
 
 /// The largest request body accepted, as upstream's default (3 MiB).
@@ -78,7 +78,8 @@ impl Query {
 
     /// `fieldManager` defaults to the client's User-Agent prefix, as upstream does for
     /// every write but apply.
-    fn write_options(&self, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+    /// `options_kind` names the options type in errors (`CreateOptions`, `PatchOptions`…).
+    fn write_options(&self, headers: &HeaderMap, options_kind: &str) -> ApiResult<WriteOptions> {
         let user_agent = headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok());
@@ -90,8 +91,20 @@ impl Query {
                     .map(str::to_string)
                     .unwrap_or_else(|| manager_from_user_agent(user_agent)),
             ),
-            field_validation: FieldValidation::parse(self.get("fieldValidation"))
-                .map_err(ApiError::bad_request)?,
+            field_validation: FieldValidation::parse(self.get("fieldValidation")).map_err(
+                |_| {
+                    ApiError::invalid(
+                        options_kind,
+                        "meta.k8s.io",
+                        "",
+                        &[crate::validation::FieldError::not_supported(
+                            "fieldValidation",
+                            self.get("fieldValidation").unwrap_or_default(),
+                            &["", "Ignore", "Strict", "Warn"],
+                        )],
+                    )
+                },
+            )?,
             duplicate_fields: Vec::new(),
         })
     }
@@ -183,6 +196,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         path: &resource_path,
         query: &query,
         headers: &parts.headers,
+        method: &parts.method,
         subresource,
     };
     match (&parts.method, resource_path.name.as_deref()) {
@@ -298,6 +312,7 @@ struct ResourceRequest<'a> {
     path: &'a ResourcePath,
     query: &'a Query,
     headers: &'a HeaderMap,
+    method: &'a Method,
     subresource: Subresource,
 }
 
@@ -308,7 +323,10 @@ impl ResourceRequest<'_> {
 
     fn respond(&self, code: StatusCode, object: &Value) -> ApiResult<Response> {
         if self.subresource == Subresource::Scale {
-            return Ok(json_response(code, &scale::to_scale(self.resource, object)?));
+            return Ok(json_response(
+                code,
+                &scale::to_scale(self.resource, object)?,
+            ));
         }
         if wants_table(self.headers) {
             return Ok(table::response(code, self.resource, object));
@@ -322,7 +340,12 @@ impl ResourceRequest<'_> {
     }
 
     fn write_options(&self, body: &[u8]) -> ApiResult<WriteOptions> {
-        let mut options = self.query.write_options(self.headers)?;
+        let options_kind = match *self.method {
+            Method::POST => "CreateOptions",
+            Method::PATCH => "PatchOptions",
+            _ => "UpdateOptions",
+        };
+        let mut options = self.query.write_options(self.headers, options_kind)?;
         if options.field_validation != FieldValidation::Ignore
             && content_type(self.headers) != protobuf_media_type()
         {

@@ -26,7 +26,8 @@ pub struct Conflict {
 }
 pub fn apply(request: &ApplyRequest) -> Result<Value, ApplyError> {
     let mut merged = match request.live {
-        Some(live) => super::apply_merge_patch(live, request.applied).map_err(|e| ApplyError::Invalid(e.to_string()))?,
+        Some(live) => super::apply_merge_patch(live, request.applied)
+            .map_err(|e| ApplyError::Invalid(e.to_string()))?,
         None => request.applied.clone(),
     };
     let _ = &mut merged;

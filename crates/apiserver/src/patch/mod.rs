@@ -27,7 +27,9 @@ mod json_patch;
 mod merge_patch;
 mod strategic;
 
-pub use apply::{ApplyError, ApplyRequest, Conflict, apply as server_side_apply, conflict_message, record_update};
+pub use apply::{
+    ApplyError, ApplyRequest, Conflict, apply as server_side_apply, conflict_message, record_update,
+};
 pub use json_patch::{MAX_JSON_PATCH_OPERATIONS, apply_json_patch};
 pub use merge_patch::apply_merge_patch;
 pub use strategic::{

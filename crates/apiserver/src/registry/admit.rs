@@ -36,38 +36,47 @@ pub(super) fn admit_content(
     options: &WriteOptions,
 ) -> ApiResult<Admission> {
     let mut admission = Admission::default();
-    let unknown = match &resource.schema {
+    // `reported` is what fieldValidation speaks of; `removed` also holds what upstream's
+    // decoding drops silently (unknown keys inside CRD schema sub-objects).
+    let (reported, removed) = match &resource.schema {
         Some(schema) => {
             let pruned = schema.prune(object);
             schema.apply_defaults(object);
-            pruned
+            (pruned, Vec::new())
         }
-        None if resource.builtin => {
-            field_validation::unknown_fields(
-                &resource.group,
-                &resource.version,
-                &resource.kind,
-                object,
-            )
-            .unwrap_or_default()
-        }
-        None => Vec::new(),
+        None if resource.builtin => field_validation::find_unknown_fields(
+            &resource.group,
+            &resource.version,
+            &resource.kind,
+            object,
+        )
+        .map(|found| {
+            let all = found.all();
+            (found.reported, all)
+        })
+        .unwrap_or_default(),
+        None => (Vec::new(), Vec::new()),
     };
     let duplicates = &options.duplicate_fields;
     match options.field_validation {
-        FieldValidation::Strict if !unknown.is_empty() || !duplicates.is_empty() => {
+        FieldValidation::Strict if !reported.is_empty() || !duplicates.is_empty() => {
             return Err(ApiError::bad_request(
-                field_validation::strict_error_message(&unknown, duplicates),
+                field_validation::bad_request_message(
+                    &resource.kind,
+                    &resource.version,
+                    &reported,
+                    duplicates,
+                ),
             ));
         }
         FieldValidation::Warn => admission
             .warnings
-            .extend(field_validation::warnings(&unknown, duplicates)),
+            .extend(field_validation::warnings(&reported, duplicates)),
         _ => {}
     }
-    if resource.schema.is_none() && !unknown.is_empty() {
+    if !removed.is_empty() {
         // Upstream decodes built-ins into their Go types, which drops what they lack.
-        field_validation::remove_fields(object, &unknown);
+        field_validation::remove_fields(object, &removed);
     }
 
     if let Some(schema) = &resource.schema {

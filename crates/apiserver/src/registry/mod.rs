@@ -1038,15 +1038,23 @@ impl Registry {
                 }
             }
             let result = self
-                .guarded_update(resource, namespace, name, None, subresource, &inner, |current| {
-                    let merged = engine(Some(current))?;
-                    if object::meta_str(&merged, "resourceVersion")
-                        != object::meta_str(current, "resourceVersion")
-                    {
-                        return Err(ApiError::stale_resource_version(target(resource, name)));
-                    }
-                    Ok(merged)
-                })
+                .guarded_update(
+                    resource,
+                    namespace,
+                    name,
+                    None,
+                    subresource,
+                    &inner,
+                    |current| {
+                        let merged = engine(Some(current))?;
+                        if object::meta_str(&merged, "resourceVersion")
+                            != object::meta_str(current, "resourceVersion")
+                        {
+                            return Err(ApiError::stale_resource_version(target(resource, name)));
+                        }
+                        Ok(merged)
+                    },
+                )
                 .await;
             match result {
                 // Deleted between the read and the update: apply creates it again.

@@ -83,6 +83,18 @@ impl Http {
         content_type: &str,
         body: Option<&Value>,
     ) -> Reply {
+        let bytes = body.map(|b| serde_json::to_vec(b).expect("serialise the body"));
+        self.send_bytes(method, path, content_type, bytes).await
+    }
+
+    /// Sends a body as given (malformed JSON, duplicate keys, protobuf…).
+    pub async fn send_bytes(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        content_type: &str,
+        body: Option<Vec<u8>>,
+    ) -> Reply {
         let mut request = self
             .client
             .request(method.clone(), format!("{}{path}", self.base))
@@ -91,7 +103,7 @@ impl Http {
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, content_type)
-                .body(serde_json::to_vec(body).expect("serialise the body"));
+                .body(body);
         }
         let response = request
             .send()
