@@ -3,6 +3,7 @@
 //! Handlers here translate requests into registry calls and registry results into responses;
 //! no lifecycle rule lives in this module.
 
+mod jsonpath;
 mod path;
 mod resource;
 mod table;
