@@ -7,7 +7,9 @@
 //! | `application/merge-patch+json` | [`apply_merge_patch`] (RFC 7386) | `merge_patch.rs` |
 //! | `application/strategic-merge-patch+json` | [`apply_strategic_merge_patch`] | `strategic.rs` |
 //!
-//! Server-side apply (`application/apply-patch+yaml`) is not handled here.
+//! Server-side apply (`application/apply-patch+yaml`) is [`apply`] in `apply.rs`, which also
+//! has [`record_update`], the managed-fields bookkeeping of every other write; the field
+//! sets they record in `metadata.managedFields` are [`FieldSet`]s (`fieldset.rs`).
 //!
 //! Every function returns a new document and leaves its inputs untouched, so a caller that
 //! retries on a resourceVersion conflict can re-run the same patch against a fresh object.
@@ -23,13 +25,16 @@
 //! whose shape no longer matches the kind.
 
 mod apply;
+mod fieldset;
 mod json_patch;
 mod merge_patch;
 mod strategic;
 
 pub use apply::{
-    ApplyError, ApplyRequest, Conflict, apply as server_side_apply, conflict_message, record_update,
+    ApplyError, ApplyRequest, Conflict, ManagedFieldsOperation, apply as server_side_apply,
+    conflict_message, record_update,
 };
+pub use fieldset::{FieldSet, PathElement};
 pub use json_patch::{MAX_JSON_PATCH_OPERATIONS, apply_json_patch};
 pub use merge_patch::apply_merge_patch;
 pub use strategic::{
@@ -82,7 +87,7 @@ pub enum PatchType {
     Merge,
     /// `application/strategic-merge-patch+json`
     Strategic,
-    /// `application/apply-patch+yaml` (server-side apply; not applied by this module)
+    /// `application/apply-patch+yaml` (server-side apply: [`apply`])
     Apply,
 }
 

@@ -1680,12 +1680,17 @@ fn apply_error(resource: &ResourceType, name: &str, error: patch::ApplyError) ->
                 .iter()
                 .map(|c| crate::status::Cause {
                     reason: "FieldManagerConflict".into(),
-                    message: format!("conflict with {:?} using {}", c.manager, c.api_version),
+                    message: c.cause_message(),
                     field: c.field.clone(),
                 })
                 .collect(),
             ..Details::default()
         }),
+        // Unreadable stored managedFields are the server's fault (upstream answers 500);
+        // everything else is about the request.
+        patch::ApplyError::Invalid(message) if message.starts_with("failed to decode managed fields") => {
+            ApiError::internal(message)
+        }
         patch::ApplyError::Invalid(message) => ApiError::bad_request(message),
     }
 }
