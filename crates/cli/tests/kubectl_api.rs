@@ -177,7 +177,11 @@ fn patch_accepts_every_type() {
         r#"[{"op":"test","path":"/data/color","value":"blue"},{"op":"remove","path":"/data/color"}]"#,
     ]);
     assert_eq!(failed.code, Some(1), "{}", failed.describe());
-    assert!(failed.stderr.contains("Invalid") || failed.stderr.contains("test"), "{}", failed.describe());
+    assert!(
+        failed.stderr.contains("Invalid") || failed.stderr.contains("test"),
+        "{}",
+        failed.describe()
+    );
     assert_eq!(
         env.get_json(&["configmap", "settings"])["data"]["color"],
         "teal"
@@ -196,7 +200,11 @@ fn diff_and_server_dry_run_store_nothing() {
     let diff = env.run_with_stdin(&["diff", "-f", "-"], &v2);
     assert_eq!(diff.code, Some(1), "{}", diff.describe());
     assert!(diff.stdout.contains("-  mode: prod"), "{}", diff.describe());
-    assert!(diff.stdout.contains("+  mode: debug"), "{}", diff.describe());
+    assert!(
+        diff.stdout.contains("+  mode: debug"),
+        "{}",
+        diff.describe()
+    );
     let same = env.run_with_stdin(&["diff", "-f", "-"], v1);
     assert_eq!(same.code, Some(0), "{}", same.describe());
 
@@ -238,11 +246,8 @@ fn scale_and_edit_change_a_deployment() {
         "#!/bin/sh\nsed -i 's/nginx:1.27/nginx:1.28/' \"$1\"\n",
     )
     .expect("write the editor script");
-    std::fs::set_permissions(
-        &script,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("make it executable");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make it executable");
     let output = env
         .kubectl
         .command(&["edit", "deployment", "web"])
@@ -257,38 +262,71 @@ fn scale_and_edit_change_a_deployment() {
     );
     let stored = env.get_json(&["deployment", "web"]);
     assert_eq!(
-        stored["spec"]["template"]["spec"]["containers"][0]["image"],
-        "nginx:1.28",
+        stored["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.28",
         "{stored:#}"
     );
-    assert_eq!(stored["spec"]["replicas"], 4, "edit kept the scale: {stored:#}");
+    assert_eq!(
+        stored["spec"]["replicas"], 4,
+        "edit kept the scale: {stored:#}"
+    );
 }
 
 #[test]
 fn get_prints_the_columns_users_expect() {
     let env = Env::start();
-    env.ok(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=3"]);
+    env.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=3",
+    ]);
     env.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
     env.ok_with_stdin(
         &["apply", "-f", "-"],
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\nspec:\n  containers:\n  - name: a\n    image: busybox\n  - name: b\n    image: busybox\n",
     );
     let rows = table(&env.ok(&["get", "pods"]));
-    assert_eq!(rows[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{rows:?}");
+    assert_eq!(
+        rows[0],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{rows:?}"
+    );
     assert_eq!(rows[1][..4], ["p1", "0/2", "Pending", "0"], "{rows:?}");
     let wide = table(&env.ok(&["get", "pods", "-o", "wide"]));
     assert_eq!(
         wide[0],
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ],
         "{wide:?}"
     );
     let rows = table(&env.ok(&["get", "deployments"]));
-    assert_eq!(rows[0], ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{rows:?}");
+    assert_eq!(
+        rows[0],
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{rows:?}"
+    );
     assert_eq!(rows[1][..4], ["web", "0/3", "0", "0"], "{rows:?}");
     let rows = table(&env.ok(&["get", "services"]));
     assert_eq!(
         rows[0],
-        ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
         "{rows:?}"
     );
     assert_eq!(rows[1][0], "web");
@@ -366,13 +404,15 @@ fn create_generators_send_protobuf_that_the_server_decodes() {
     assert_eq!(container["image"], "nginx:1.27", "{deployment:#}");
     assert_eq!(container["ports"][0]["containerPort"], 80, "{deployment:#}");
     assert_eq!(
-        deployment["spec"]["selector"]["matchLabels"]["app"],
-        "web",
+        deployment["spec"]["selector"]["matchLabels"]["app"], "web",
         "{deployment:#}"
     );
     let service = env.get_json(&["service", "web", "-n", "team1"]);
     assert_eq!(service["spec"]["ports"][0]["port"], 80, "{service:#}");
-    assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080, "{service:#}");
+    assert_eq!(
+        service["spec"]["ports"][0]["targetPort"], 8080,
+        "{service:#}"
+    );
     let job = env.get_json(&["job", "once", "-n", "team1"]);
     assert_eq!(
         job["spec"]["template"]["spec"]["containers"][0]["command"],
@@ -431,10 +471,16 @@ fn server_side_apply_reports_conflicts_until_forced() {
                 .collect()
         })
         .unwrap_or_default();
-    assert!(managers.contains(&"other") && managers.contains(&"kubectl"), "{stored:#}");
+    assert!(
+        managers.contains(&"other") && managers.contains(&"kubectl"),
+        "{stored:#}"
+    );
 
     // kubectl dropping `b` from its configuration removes it (it alone owns it).
-    env.ok_with_stdin(&["apply", "--server-side", "-f", "-"], &manifest("  c: \"3\"\n"));
+    env.ok_with_stdin(
+        &["apply", "--server-side", "-f", "-"],
+        &manifest("  c: \"3\"\n"),
+    );
     let stored = env.get_json(&["configmap", "shared"]);
     assert_eq!(stored["data"], json!({"a": "9", "c": "3"}), "{stored:#}");
 }

@@ -1667,28 +1667,29 @@ fn check_applied_config(resource: &ResourceType, name: &str, applied: &Value) ->
 /// A 409 with one `FieldManagerConflict` cause per conflicting field, as kubectl expects.
 fn apply_error(resource: &ResourceType, name: &str, error: patch::ApplyError) -> ApiError {
     match error {
-        patch::ApplyError::Conflicts(conflicts) => ApiError::new(
-            409,
-            "Conflict",
-            patch::conflict_message(&conflicts),
-        )
-        .with_details(Details {
-            name: name.to_string(),
-            group: resource.group.clone(),
-            kind: resource.plural.clone(),
-            causes: conflicts
-                .iter()
-                .map(|c| crate::status::Cause {
-                    reason: "FieldManagerConflict".into(),
-                    message: c.cause_message(),
-                    field: c.field.clone(),
-                })
-                .collect(),
-            ..Details::default()
-        }),
+        patch::ApplyError::Conflicts(conflicts) => {
+            ApiError::new(409, "Conflict", patch::conflict_message(&conflicts)).with_details(
+                Details {
+                    name: name.to_string(),
+                    group: resource.group.clone(),
+                    kind: resource.plural.clone(),
+                    causes: conflicts
+                        .iter()
+                        .map(|c| crate::status::Cause {
+                            reason: "FieldManagerConflict".into(),
+                            message: c.cause_message(),
+                            field: c.field.clone(),
+                        })
+                        .collect(),
+                    ..Details::default()
+                },
+            )
+        }
         // Unreadable stored managedFields are the server's fault (upstream answers 500);
         // everything else is about the request.
-        patch::ApplyError::Invalid(message) if message.starts_with("failed to decode managed fields") => {
+        patch::ApplyError::Invalid(message)
+            if message.starts_with("failed to decode managed fields") =>
+        {
             ApiError::internal(message)
         }
         patch::ApplyError::Invalid(message) => ApiError::bad_request(message),
