@@ -460,7 +460,7 @@ fn server_side_apply_reports_conflicts_until_forced() {
         &manifest("  a: \"9\"\n"),
     );
     assert!(out.contains("serverside-applied"), "{out}");
-    let stored = env.get_json(&["configmap", "shared"]);
+    let stored = env.get_json(&["configmap", "shared", "--show-managed-fields"]);
     assert_eq!(stored["data"], json!({"a": "9", "b": "2"}), "{stored:#}");
     let managers: Vec<&str> = stored["metadata"]["managedFields"]
         .as_array()
