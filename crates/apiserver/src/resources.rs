@@ -35,6 +35,8 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Has a `/status` subresource: the main endpoint ignores `.status` and vice versa.
     pub status_subresource: bool,
+    /// What a `/status` write may change besides `.status`.
+    pub status_writes: StatusWrites,
     /// Has a `/scale` subresource (served as `autoscaling/v1 Scale`), and where it reads.
     pub scale: Option<ScalePaths>,
     pub name_rule: NameRule,
@@ -68,6 +70,20 @@ pub struct ResourceType {
     /// Custom resources whose definition is being deleted: creates are refused (405), as
     /// upstream refuses them while it removes the instances.
     pub definition_terminating: bool,
+}
+
+/// What a `/status` write may change besides `.status` (deletion-semantics U8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusWrites {
+    /// Only `.status` (custom resources, CRDs): everything else is kept as stored, so a
+    /// `/status` write cannot remove finalizers.
+    StatusOnly,
+    /// The built-in status strategies: `.spec` is kept as stored and so are the listed
+    /// metadata fields; other metadata (finalizers among it) comes from the request.
+    KeepSpec {
+        labels: bool,
+        owner_references: bool,
+    },
 }
 
 /// Where a `/scale` subresource finds its numbers: JSON paths in `.a.b` form, as CRD
@@ -195,6 +211,7 @@ impl Builtin {
             short_names: Vec::new(),
             categories: Vec::new(),
             status_subresource: false,
+            status_writes: StatusWrites::StatusOnly,
             scale: None,
             name_rule: NameRule::Dns1123Subdomain,
             returns_deleted_object: false,
@@ -220,8 +237,17 @@ impl Builtin {
         self.0.categories = vec!["all".into()];
         self
     }
+    /// A status subresource with the usual built-in strategy: spec kept, metadata free.
     fn status(mut self) -> Self {
         self.0.status_subresource = true;
+        self.0.status_writes = StatusWrites::KeepSpec {
+            labels: false,
+            owner_references: false,
+        };
+        self
+    }
+    fn status_writes(mut self, writes: StatusWrites) -> Self {
+        self.0.status_writes = writes;
         self
     }
     /// A `/scale` subresource over `spec.replicas` / `status.replicas`; the selector comes
@@ -403,6 +429,10 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .short(&["po"])
             .in_all()
             .status()
+            .status_writes(StatusWrites::KeepSpec {
+                labels: false,
+                owner_references: true,
+            })
             .returns_deleted()
             .fields(&pod_fields)
             .graceful()
@@ -424,6 +454,10 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .scalable()
             .in_all()
             .status()
+            .status_writes(StatusWrites::KeepSpec {
+                labels: true,
+                owner_references: false,
+            })
             .0,
         Builtin::new("apps", "v1", "ReplicaSet", "replicasets", true)
             .short(&["rs"])
@@ -431,6 +465,10 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .scalable()
             .in_all()
             .status()
+            .status_writes(StatusWrites::KeepSpec {
+                labels: true,
+                owner_references: false,
+            })
             .fields(&["status.replicas"])
             .0,
         Builtin::new(
@@ -443,6 +481,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .short(&["crd", "crds"])
         .categories(&["api-extensions"])
         .status()
+        .status_writes(StatusWrites::StatusOnly)
         .generation()
         .write_defaults(crate::crd::definition::default_crd)
         .validation(crate::crd::definition::validate_crd)

@@ -1626,3 +1626,65 @@ async fn d8_rv_precondition_is_rebased_after_the_grace_zero_update() {
         .expect_failure(404, "NotFound");
     server.shutdown().await;
 }
+
+/// U8: a pod's `/status` write keeps the stored spec (and ownerReferences) but takes the
+/// request's other metadata, so it can remove the last finalizer and complete a deletion
+/// (U7); labels changed through a Deployment's `/status` are ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn u8_status_writes_follow_the_kinds_strategy() {
+    let (server, http) = setup().await;
+    create_pod(&http, "p", "", None, &["example.com/hold"]).await;
+    let terminating = http.delete(&pod_path("p")).await.expect(200);
+    assert!(
+        terminating["metadata"]["deletionTimestamp"].is_string(),
+        "{terminating}"
+    );
+    let mut released = terminating.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    released["spec"]["containers"][0]["image"] = json!("ignored:1");
+    released["status"]["phase"] = json!("Failed");
+    let answer = http
+        .put(&format!("{}/status", pod_path("p")), &released)
+        .await
+        .expect(200);
+    assert_eq!(
+        answer["spec"]["containers"][0]["image"], "busybox:1.36",
+        "the spec is the stored one: {answer}"
+    );
+    http.get(&pod_path("p"))
+        .await
+        .expect_failure(404, "NotFound");
+
+    let deployments = "/apis/apps/v1/namespaces/t/deployments";
+    let deployment = http
+        .post(
+            deployments,
+            &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "d", "labels": {"app": "d"}},
+                    "spec": {"selector": {"matchLabels": {"app": "d"}},
+                             "template": {"metadata": {"labels": {"app": "d"}},
+                                          "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+        )
+        .await
+        .expect(201);
+    let mut changed = deployment.clone();
+    changed["metadata"]["labels"] = json!({"app": "other"});
+    changed["metadata"]["annotations"] = json!({"note": "kept"});
+    changed["status"] = json!({"replicas": 1});
+    let answer = http
+        .put(&format!("{deployments}/d/status"), &changed)
+        .await
+        .expect(200);
+    assert_eq!(
+        answer["metadata"]["labels"],
+        json!({"app": "d"}),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["metadata"]["annotations"],
+        json!({"note": "kept"}),
+        "{answer}"
+    );
+    assert_eq!(answer["status"]["replicas"], 1, "{answer}");
+    server.shutdown().await;
+}

@@ -441,3 +441,37 @@ async fn custom_resource_finalizers_without_a_domain_draw_a_warning() {
     );
     server.shutdown().await;
 }
+
+/// U8: a custom resource's `/status` takes only `.status`, so it cannot remove finalizers.
+#[tokio::test]
+async fn custom_resource_status_writes_cannot_remove_finalizers() {
+    let server = TestServer::start().await;
+    install(&server).await;
+    create_namespace(&server.client, "team").await;
+    let widgets: Api<Widget> = Api::namespaced(server.client.clone(), "team");
+    let mut held = widget("w1", 1);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    widgets
+        .create(&PostParams::default(), &held)
+        .await
+        .expect("create");
+    widgets
+        .delete("w1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let mut current = widgets.get("w1").await.expect("get");
+    current.metadata.finalizers = None;
+    current.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+    current.status = Some(WidgetStatus {
+        replicas: 1,
+        selector: None,
+    });
+    let written = widgets
+        .replace_status("w1", &PostParams::default(), &current)
+        .await
+        .expect("replace status");
+    assert_eq!(written.finalizers(), ["example.com/hold".to_string()]);
+    assert!(written.metadata.labels.is_none());
+    assert_eq!(written.status.map(|s| s.replicas), Some(1));
+    server.shutdown().await;
+}

@@ -46,9 +46,14 @@ fn managers(object: &Value) -> Vec<(String, String)> {
 async fn apply_creates_then_updates_and_records_ownership() {
     let server = TestServer::start().await;
     let http = Http::new(&server);
-    let created = apply(&http, "cm1", "fieldManager=alice", &config(json!({"a": "1", "b": "2"})))
-        .await
-        .expect(201);
+    let created = apply(
+        &http,
+        "cm1",
+        "fieldManager=alice",
+        &config(json!({"a": "1", "b": "2"})),
+    )
+    .await
+    .expect(201);
     assert_eq!(created["data"], json!({"a": "1", "b": "2"}));
     let entry = &created["metadata"]["managedFields"][0];
     assert_eq!(entry["manager"], "alice");
@@ -58,15 +63,25 @@ async fn apply_creates_then_updates_and_records_ownership() {
     assert_eq!(entry["fieldsV1"], json!({"f:data": {"f:a": {}, "f:b": {}}}));
 
     // Re-applying without `b` removes it: alice owned it alone.
-    let updated = apply(&http, "cm1", "fieldManager=alice", &config(json!({"a": "1"})))
-        .await
-        .expect(200);
+    let updated = apply(
+        &http,
+        "cm1",
+        "fieldManager=alice",
+        &config(json!({"a": "1"})),
+    )
+    .await
+    .expect(200);
     assert_eq!(updated["data"], json!({"a": "1"}));
 
     // Applying the same configuration again stores nothing new.
-    let again = apply(&http, "cm1", "fieldManager=alice", &config(json!({"a": "1"})))
-        .await
-        .expect(200);
+    let again = apply(
+        &http,
+        "cm1",
+        "fieldManager=alice",
+        &config(json!({"a": "1"})),
+    )
+    .await
+    .expect(200);
     assert_eq!(
         again["metadata"]["resourceVersion"],
         updated["metadata"]["resourceVersion"]
@@ -78,21 +93,34 @@ async fn apply_creates_then_updates_and_records_ownership() {
 async fn conflicting_managers_get_409_until_force() {
     let server = TestServer::start().await;
     let http = Http::new(&server);
-    apply(&http, "cm1", "fieldManager=alice", &config(json!({"a": "1"})))
-        .await
-        .expect(201);
+    apply(
+        &http,
+        "cm1",
+        "fieldManager=alice",
+        &config(json!({"a": "1"})),
+    )
+    .await
+    .expect(201);
     // Same value: shared ownership, no conflict.
     let shared = apply(&http, "cm1", "fieldManager=bob", &config(json!({"a": "1"})))
         .await
         .expect(200);
     assert_eq!(
         managers(&shared),
-        [("alice".into(), "Apply".into()), ("bob".into(), "Apply".into())]
+        [
+            ("alice".into(), "Apply".into()),
+            ("bob".into(), "Apply".into())
+        ]
     );
 
-    let status = apply(&http, "cm1", "fieldManager=carol", &config(json!({"a": "2"})))
-        .await
-        .expect_failure(409, "Conflict");
+    let status = apply(
+        &http,
+        "cm1",
+        "fieldManager=carol",
+        &config(json!({"a": "2"})),
+    )
+    .await
+    .expect_failure(409, "Conflict");
     assert_eq!(
         status["message"],
         "Apply failed with 2 conflicts: conflicts with \"alice\":\n- .data.a\nconflicts with \"bob\":\n- .data.a"
@@ -146,7 +174,9 @@ async fn apply_request_errors_match_upstream() {
     apply(&http, "other", "fieldManager=a", &config(json!({})))
         .await
         .expect_failure(400, "BadRequest");
-    http.get(&format!("{CM}/cm1")).await.expect_failure(404, "NotFound");
+    http.get(&format!("{CM}/cm1"))
+        .await
+        .expect_failure(404, "NotFound");
 
     // force belongs to apply alone.
     apply(&http, "cm1", "fieldManager=a", &config(json!({"a": "1"})))
@@ -162,9 +192,9 @@ async fn apply_request_errors_match_upstream() {
         .await
         .expect_failure(422, "Invalid");
     assert!(
-        status["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("force: Forbidden: may not be specified for non-apply patch")),
+        status["message"].as_str().is_some_and(
+            |m| m.contains("force: Forbidden: may not be specified for non-apply patch")
+        ),
         "{status}"
     );
     server.shutdown().await;
@@ -225,6 +255,9 @@ async fn kube_rs_apply_with_nulls_and_updates_by_other_writers() {
         )
         .await
         .expect("forced apply");
-    assert_eq!(forced.data.and_then(|d| d.get("a").cloned()).as_deref(), Some("1"));
+    assert_eq!(
+        forced.data.and_then(|d| d.get("a").cloned()).as_deref(),
+        Some("1")
+    );
     server.shutdown().await;
 }

@@ -87,6 +87,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             short_names: strings("/spec/names/shortNames"),
             categories: strings("/spec/names/categories"),
             status_subresource: version.pointer("/subresources/status").is_some(),
+            status_writes: crate::resources::StatusWrites::StatusOnly,
             scale,
             name_rule: NameRule::Dns1123Subdomain,
             returns_deleted_object: false,

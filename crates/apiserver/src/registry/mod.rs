@@ -26,7 +26,7 @@ use crate::deletion::{self, Graceful};
 use crate::field_validation::FieldValidation;
 use crate::object::{self, metadata_mut};
 use crate::patch;
-use crate::resources::{Catalog, ResourceType};
+use crate::resources::{Catalog, ResourceType, StatusWrites};
 use crate::selectors::{FieldSelector, LabelSelector, object_field};
 use crate::status::{ApiError, ApiResult, Details, Target, success_status};
 use crate::validation::{self, FieldError};
@@ -1758,8 +1758,46 @@ fn prepare_update(
 
     match subresource {
         Subresource::Status => {
-            // /status changes only .status.
-            let mut next = current.clone();
+            // U8: what else a /status write may change is the kind's status strategy.
+            let mut next = match resource.status_writes {
+                StatusWrites::StatusOnly => {
+                    let mut next = current.clone();
+                    // managedFields belong to the write itself, not to the stored object.
+                    if let Some(managed) = object::metadata(&requested)
+                        .and_then(|m| m.get("managedFields"))
+                        .cloned()
+                    {
+                        metadata_mut(&mut next).insert("managedFields".into(), managed);
+                    }
+                    next
+                }
+                StatusWrites::KeepSpec {
+                    labels,
+                    owner_references,
+                } => {
+                    let mut next = requested.clone();
+                    match current.get("spec") {
+                        Some(spec) => next["spec"] = spec.clone(),
+                        None => {
+                            if let Some(map) = next.as_object_mut() {
+                                map.remove("spec");
+                            }
+                        }
+                    }
+                    let kept = [("labels", labels), ("ownerReferences", owner_references)];
+                    for (field, keep) in kept {
+                        if keep {
+                            match current_meta.get(field) {
+                                Some(value) => {
+                                    metadata_mut(&mut next).insert(field.into(), value.clone())
+                                }
+                                None => metadata_mut(&mut next).remove(field),
+                            };
+                        }
+                    }
+                    next
+                }
+            };
             match requested.get("status") {
                 Some(status) => next["status"] = status.clone(),
                 None => {
