@@ -53,6 +53,11 @@ pub enum FieldErrorReason {
     NotSupported,
     Forbidden,
     Duplicate,
+    /// A list or map with more entries than allowed (`field.TooMany`).
+    TooMany,
+    /// A value of the wrong JSON type for its schema (`field.TypeInvalid`); printed like
+    /// `Invalid value`, but with its own cause reason.
+    TypeInvalid,
 }
 
 impl FieldErrorReason {
@@ -65,6 +70,8 @@ impl FieldErrorReason {
             FieldErrorReason::NotSupported => "FieldValueNotSupported",
             FieldErrorReason::Forbidden => "FieldValueForbidden",
             FieldErrorReason::Duplicate => "FieldValueDuplicate",
+            FieldErrorReason::TooMany => "FieldValueTooMany",
+            FieldErrorReason::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
 
@@ -77,6 +84,8 @@ impl FieldErrorReason {
             FieldErrorReason::NotSupported => "Unsupported value",
             FieldErrorReason::Forbidden => "Forbidden",
             FieldErrorReason::Duplicate => "Duplicate value",
+            FieldErrorReason::TooMany => "Too many",
+            FieldErrorReason::TypeInvalid => "Invalid value",
         }
     }
 
@@ -176,6 +185,29 @@ impl FieldError {
     /// `field: Duplicate value: "value"`.
     pub fn duplicate(field: &str, value: impl Into<String>) -> Self {
         FieldError::new(field, FieldErrorReason::Duplicate, Some(value.into()), "")
+    }
+
+    /// `field: Too many: 4: must have at most 3 items` (upstream `field.TooMany`); without
+    /// `actual` the count is omitted. Upstream words maps with too many properties the same way.
+    pub fn too_many(field: &str, actual: Option<usize>, max: usize) -> Self {
+        FieldError {
+            field: field.to_string(),
+            reason: FieldErrorReason::TooMany,
+            message: format!("must have at most {max} items"),
+            value: actual.map(|n| n.to_string()),
+            literal: true,
+        }
+    }
+
+    /// `field: Invalid value: "string": message` with the `FieldValueTypeInvalid` cause reason
+    /// (upstream `field.TypeInvalid`, used for schema type mismatches).
+    pub fn type_invalid(field: &str, value: impl Into<String>, message: &str) -> Self {
+        FieldError::new(
+            field,
+            FieldErrorReason::TypeInvalid,
+            Some(value.into()),
+            message,
+        )
     }
 
     /// Upstream's `ErrorBody()`: the message without the field path, as used for
@@ -1158,6 +1190,36 @@ mod tests {
         assert_eq!(
             invalid_message("ConfigMap", "", "c", &[]),
             "ConfigMap \"c\" is invalid"
+        );
+    }
+
+    #[test]
+    fn too_many_and_type_invalid_render_like_upstream() {
+        let too_many = FieldError::too_many("spec.tags", Some(4), 3);
+        assert_eq!(
+            too_many.to_string(),
+            "spec.tags: Too many: 4: must have at most 3 items"
+        );
+        assert_eq!(
+            too_many.to_status_cause(),
+            json!({"reason": "FieldValueTooMany", "message": "Too many: 4: must have at most 3 items", "field": "spec.tags"})
+        );
+        assert_eq!(
+            FieldError::too_many("spec.tags", None, 3).to_string(),
+            "spec.tags: Too many: must have at most 3 items"
+        );
+        let type_invalid = FieldError::type_invalid(
+            "spec.replicas",
+            "string",
+            "spec.replicas in body must be of type integer: \"string\"",
+        );
+        assert_eq!(
+            type_invalid.to_string(),
+            "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+        );
+        assert_eq!(
+            type_invalid.to_status_cause()["reason"],
+            json!("FieldValueTypeInvalid")
         );
     }
 
