@@ -144,6 +144,18 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
     ]
     .join("---\n");
     env.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    // Custom resources go with the namespace too, and their finalizers hold it as well.
+    env.ok_with_stdin(&["apply", "-f", "-"], GIZMO_CRD);
+    env.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/gizmos.example.com",
+        "--timeout=20s",
+    ]);
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: g1\n  namespace: doomed\n  finalizers: [example.com/gizmo]\n---\napiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: g2\n  namespace: doomed\n",
+    );
 
     let out = env.ok(&["delete", "namespace", "doomed", "--wait=false"]);
     assert!(out.contains(r#"namespace "doomed" deleted"#), "{out}");
@@ -189,13 +201,13 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
     assert_eq!(
         message("NamespaceContentRemaining"),
         Some(json!(
-            "Some resources are remaining: configmaps. has 1 resource instances"
+            "Some resources are remaining: configmaps. has 1 resource instances, gizmos.example.com has 1 resource instances"
         ))
     );
     assert_eq!(
         message("NamespaceFinalizersRemaining"),
         Some(json!(
-            "Some content in the namespace has finalizers remaining: example.com/x in 1 resource instances"
+            "Some content in the namespace has finalizers remaining: example.com/gizmo in 1 resource instances, example.com/x in 1 resource instances"
         ))
     );
     let table = env.ok(&["get", "namespace", "doomed"]);
@@ -212,6 +224,7 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
     assert_eq!(names, ["held"], "{left:#}");
     assert!(left["items"][0]["metadata"]["deletionTimestamp"].is_string());
     assert_not_found(&env, &["secret", "s", "-n", "doomed"]);
+    assert_not_found(&env, &["gizmo", "g2", "-n", "doomed"]);
 
     // No new content while terminating.
     let refused = env.run_with_stdin(
@@ -236,9 +249,40 @@ fn delete_namespace_with_content_waits_for_the_last_finalizer() {
         "-p",
         REMOVE_FINALIZERS,
     ]);
+    env.ok(&[
+        "patch",
+        "gizmo",
+        "g1",
+        "-n",
+        "doomed",
+        "--type",
+        "json",
+        "-p",
+        REMOVE_FINALIZERS,
+    ]);
     env.ok(&["wait", "--for=delete", "namespace/doomed", "--timeout=20s"]);
     assert_not_found(&env, &["namespace", "doomed"]);
 }
+
+/// A namespaced custom resource with no schema constraints beyond an object.
+const GIZMO_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Gizmo, plural: gizmos}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
 
 /// Pods without a kubelet: a graceful `kubectl delete pod` leaves a scheduled running pod
 /// Terminating with its 30 s grace period (PG2); `--force --grace-period=0` removes one at once
