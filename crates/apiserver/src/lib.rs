@@ -19,6 +19,7 @@ pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod pki;
+pub mod protobuf;
 pub mod registry;
 pub mod resources;
 pub mod scale;
