@@ -364,11 +364,29 @@ fn default_secret(object: &mut Value) {
     }
 }
 
+/// Services default to ClusterIP; each port's protocol to TCP and its targetPort (absent, or
+/// 0 as protobuf bodies carry an unset one) to the port itself.
 fn default_service(object: &mut Value) {
     if let Some(object) = object.as_object_mut() {
         let spec = object.entry("spec").or_insert_with(|| json!({}));
         if spec.get("type").is_none() {
             spec["type"] = json!("ClusterIP");
+        }
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for port in ports.iter_mut().filter(|p| p.is_object()) {
+                if port.get("protocol").is_none() {
+                    port["protocol"] = json!("TCP");
+                }
+                let unset = match port.get("targetPort") {
+                    None | Some(Value::Null) => true,
+                    Some(Value::Number(n)) => n.as_i64() == Some(0),
+                    Some(Value::String(s)) => s.is_empty(),
+                    _ => false,
+                };
+                if unset && let Some(number) = port.get("port").cloned() {
+                    port["targetPort"] = number;
+                }
+            }
         }
     }
 }

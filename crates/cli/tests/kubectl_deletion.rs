@@ -134,7 +134,6 @@ fn delete_with_finalizers_then_patch_releases_a_waiter() {
 #[test]
 fn delete_namespace_with_content_waits_for_the_last_finalizer() {
     let env = Env::start();
-    // (`kubectl create namespace` sends protobuf, which Finale does not accept yet.)
     let manifest = [
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: doomed\n".to_string(),
         configmap_yaml("a", "doomed", &[]),

@@ -855,27 +855,6 @@ fn apply_of_an_invalid_name_reports_the_field() {
 }
 
 #[test]
-fn create_namespace_gets_a_clear_415_that_names_the_workaround() {
-    let env = Env::start();
-    let out = env.run(&["create", "namespace", "team-a"]);
-    assert_eq!(out.code, Some(1), "{}", out.describe());
-    assert!(
-        out.stderr.contains("UnsupportedMediaType"),
-        "{}",
-        out.describe()
-    );
-    assert!(out.stderr.contains("protobuf"), "{}", out.describe());
-    assert!(
-        out.stderr
-            .contains("--dry-run=client -o yaml | kubectl apply -f -"),
-        "the message must name the workaround: {}",
-        out.describe()
-    );
-    let missing = env.run(&["get", "namespace", "team-a"]);
-    assert_eq!(missing.code, Some(1), "{}", missing.describe());
-}
-
-#[test]
 fn create_namespace_workaround_with_client_dry_run_and_apply_works() {
     let env = Env::start();
     let manifest = env.ok(&[

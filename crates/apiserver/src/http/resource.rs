@@ -267,9 +267,14 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     match content_type(headers).as_str() {
         "" | "application/json" | "*/*" => parse_json(body),
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body),
-        "application/vnd.kubernetes.protobuf" => Err(ApiError::unsupported_media_type(
-            "protobuf request bodies are not supported yet; send JSON instead, e.g. `kubectl create … --dry-run=client -o yaml | kubectl apply -f -`",
-        )),
+        // api-surface §10: kubectl's typed clientset sends protobuf for `create <generator>`.
+        crate::protobuf::PROTOBUF_MEDIA_TYPE => crate::protobuf::decode_object(body).map_err(|error| {
+            let message = error.to_string();
+            match error.status_code() {
+                415 => ApiError::unsupported_media_type(message),
+                _ => ApiError::bad_request(message),
+            }
+        }),
         other => Err(ApiError::unsupported_media_type(format!(
             "the body's content type {other:?} is not supported: use application/json or application/yaml"
         ))),
@@ -291,10 +296,6 @@ fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
         .map_err(|_| ApiError::bad_request("the YAML body is not valid UTF-8"))?;
     serde_saphyr::from_str::<Value>(text)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))
-}
-
-fn protobuf_media_type() -> &'static str {
-    "application/vnd.kubernetes.protobuf"
 }
 
 /// Whether the client asked for a server-side `Table` (kubectl get).
@@ -347,7 +348,7 @@ impl ResourceRequest<'_> {
         };
         let mut options = self.query.write_options(self.headers, options_kind)?;
         if options.field_validation != FieldValidation::Ignore
-            && content_type(self.headers) != protobuf_media_type()
+            && content_type(self.headers) != crate::protobuf::PROTOBUF_MEDIA_TYPE
         {
             options.duplicate_fields = field_validation::duplicate_fields(body);
         }

@@ -2116,11 +2116,72 @@ fn validate_object(
             }
         }
     }
+    if let Some(references) = object.pointer("/metadata/ownerReferences") {
+        errors.extend(validate_owner_references(references));
+    }
     // N1/FN3: a namespace's spec.finalizers follow the built-in finalizer rules.
     if resource.is_namespace()
         && let Some(finalizers) = object.pointer("/spec/finalizers")
     {
         errors.extend(validate_finalizer_list(finalizers, "spec.finalizers", true));
+    }
+    errors
+}
+
+/// O1–O3: every owner reference names a version, kind, name and uid; core Events cannot own;
+/// at most one reference is the controller. (O4: owners are not looked up.)
+fn validate_owner_references(references: &Value) -> Vec<FieldError> {
+    let field = "metadata.ownerReferences";
+    let Some(list) = references.as_array() else {
+        return vec![FieldError::invalid(
+            field,
+            references.to_string(),
+            "must be a list of owner references",
+        )];
+    };
+    let mut errors = Vec::new();
+    let mut controllers = Vec::new();
+    for (index, reference) in list.iter().enumerate() {
+        let entry = format!("{field}[{index}]");
+        let text = |key: &str| reference.get(key).and_then(Value::as_str).unwrap_or_default();
+        let api_version = text("apiVersion");
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        if version.is_empty() {
+            errors.push(FieldError::invalid(
+                &format!("{entry}.apiVersion"),
+                api_version,
+                "version must not be empty",
+            ));
+        }
+        for key in ["kind", "name", "uid"] {
+            if text(key).is_empty() {
+                errors.push(FieldError::invalid(
+                    &format!("{entry}.{key}"),
+                    text(key),
+                    &format!("{key} must not be empty"),
+                ));
+            }
+        }
+        if api_version == "v1" && text("kind") == "Event" {
+            errors.push(FieldError::invalid(
+                &entry,
+                reference.to_string(),
+                "/v1, Kind=Event is disallowed from being an owner",
+            ));
+        }
+        if reference.get("controller").and_then(Value::as_bool) == Some(true) {
+            controllers.push(format!("{}/{}", text("kind"), text("name")));
+        }
+    }
+    if controllers.len() > 1 {
+        errors.push(FieldError::invalid(
+            field,
+            references.to_string(),
+            &format!(
+                "Only one reference can have Controller set to true. Found \"true\" in references for {} and {}",
+                controllers[0], controllers[1]
+            ),
+        ));
     }
     errors
 }
