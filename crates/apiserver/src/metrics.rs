@@ -34,6 +34,29 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Adds the garbage collector's gauges (`apiserver_garbage_collector_*`).
+    pub fn register_garbage_collector(&self, gc: &crate::controllers::gc::GcMetrics) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry.register(
+            "garbage_collector_graph_nodes",
+            "Objects (and owners not yet seen) in the garbage collector's ownership graph",
+            gc.graph_nodes.clone(),
+        );
+        registry.register(
+            "garbage_collector_queue_depth",
+            "Items waiting for the garbage collector's workers",
+            gc.queue_depth.clone(),
+        );
+        registry.register(
+            "garbage_collector_deleted_objects",
+            "Objects the garbage collector has deleted since the server started",
+            gc.deleted.clone(),
+        );
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("apiserver");
         let requests = Family::<RequestLabels, Counter>::default();

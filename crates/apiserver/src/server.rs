@@ -38,6 +38,9 @@ pub struct ServerConfig {
     pub store: RedbStoreOptions,
     pub watch_cache: WatchCacheOptions,
     pub namespace_controller: NamespaceControllerOptions,
+    /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
+    /// off, as the spec's "GC stopped" scenarios do).
+    pub garbage_collector: bool,
 }
 
 impl ServerConfig {
@@ -49,6 +52,7 @@ impl ServerConfig {
             store: RedbStoreOptions::default(),
             watch_cache: WatchCacheOptions::default(),
             namespace_controller: NamespaceControllerOptions::default(),
+            garbage_collector: true,
         }
     }
 }
@@ -159,6 +163,12 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         );
     }
     crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone());
+    let metrics = Arc::new(Metrics::new());
+    let gc_metrics = crate::controllers::gc::GcMetrics::default();
+    metrics.register_garbage_collector(&gc_metrics);
+    if config.garbage_collector {
+        crate::controllers::gc::spawn(Arc::clone(&registry), gc_metrics, shutdown.clone());
+    }
     namespace::spawn(
         Arc::clone(&registry),
         config.namespace_controller.clone(),
@@ -173,7 +183,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let state = AppState {
         registry: Arc::clone(&registry),
         authenticator: Arc::new(pki.token_authenticator()),
-        metrics: Arc::new(Metrics::new()),
+        metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
     };

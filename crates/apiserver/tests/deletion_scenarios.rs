@@ -31,7 +31,17 @@ const JOB_WARNING: &str = "299 - \"child pods are preserved by default when jobs
 
 /// A server with namespace `t`, and a raw client for it.
 async fn setup() -> (TestServer, Http) {
-    let server = TestServer::start().await;
+    setup_with(true).await
+}
+
+/// The same with the garbage collector stopped: the API-side half of propagation alone.
+async fn setup_without_gc() -> (TestServer, Http) {
+    setup_with(false).await
+}
+
+async fn setup_with(garbage_collector: bool) -> (TestServer, Http) {
+    let server =
+        TestServer::start_with(|config| config.garbage_collector = garbage_collector).await;
     let http = Http::new(&server);
     http.post(
         "/api/v1/namespaces",
@@ -661,7 +671,7 @@ async fn s14_both_legacy_and_new_policy() {
 /// dependent stays: deleting it is the garbage collector's job.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s15_body_beats_query() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let owner = create_cm(&http, "o", &[], json!({})).await;
     http.post(
         "/api/v1/namespaces/t/secrets",
@@ -782,7 +792,7 @@ fn job(name: &str) -> Value {
 /// keeps the Job. D14: the Job's generation is bumped on entering terminating.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s22_job_default_orphans_with_warning() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = http.post(JOBS, &job("j")).await.expect(201);
     assert_eq!(created["metadata"]["generation"], 1, "{created}");
     // A pod the Job owns; with no garbage collector it simply stays.
@@ -860,7 +870,7 @@ async fn s22_job_default_orphans_with_warning() {
 /// Background removes the only one, deleting the object at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s24_policy_switch_on_second_delete() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "a", &[], json!({})).await;
     let mut watch = http.watch(CM, rv(&created)).await;
 

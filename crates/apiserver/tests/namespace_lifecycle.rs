@@ -640,7 +640,8 @@ async fn empty_namespace_is_gone_within_two_seconds() {
 /// goes when they are removed by an update, or by a DELETE whose policy drops them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n8_metadata_finalizers_hold_a_finalized_namespace() {
-    let server = TestServer::start().await;
+    // The garbage collector would remove the GC finalizers this scenario is about.
+    let server = TestServer::start_with(|config| config.garbage_collector = false).await;
     let http = Http::new(&server);
     http.create_namespace("orphaned").await;
     http.create_namespace("foreground").await;

@@ -2,4 +2,6 @@
 //! (design decision 5): same rules as HTTP clients, without the HTTP cost.
 
 pub mod crd;
+pub mod events;
+pub mod gc;
 pub mod namespace;

@@ -268,13 +268,15 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
         "" | "application/json" | "*/*" => parse_json(body),
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_yaml(body),
         // api-surface §10: kubectl's typed clientset sends protobuf for `create <generator>`.
-        crate::protobuf::PROTOBUF_MEDIA_TYPE => crate::protobuf::decode_object(body).map_err(|error| {
-            let message = error.to_string();
-            match error.status_code() {
-                415 => ApiError::unsupported_media_type(message),
-                _ => ApiError::bad_request(message),
-            }
-        }),
+        crate::protobuf::PROTOBUF_MEDIA_TYPE => {
+            crate::protobuf::decode_object(body).map_err(|error| {
+                let message = error.to_string();
+                match error.status_code() {
+                    415 => ApiError::unsupported_media_type(message),
+                    _ => ApiError::bad_request(message),
+                }
+            })
+        }
         other => Err(ApiError::unsupported_media_type(format!(
             "the body's content type {other:?} is not supported: use application/json or application/yaml"
         ))),

@@ -2143,7 +2143,12 @@ fn validate_owner_references(references: &Value) -> Vec<FieldError> {
     let mut controllers = Vec::new();
     for (index, reference) in list.iter().enumerate() {
         let entry = format!("{field}[{index}]");
-        let text = |key: &str| reference.get(key).and_then(Value::as_str).unwrap_or_default();
+        let text = |key: &str| {
+            reference
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
         let api_version = text("apiVersion");
         let version = api_version.rsplit('/').next().unwrap_or_default();
         if version.is_empty() {
