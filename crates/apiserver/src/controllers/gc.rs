@@ -101,8 +101,9 @@ struct Node {
 #[derive(Default)]
 struct Graph {
     nodes: HashMap<String, Node>,
-    /// Owner uids known not to exist (GC8's absent-owner cache).
-    absent: HashSet<String>,
+    /// Owners known not to exist, by uid and the namespace they were looked up in (GC8's
+    /// absent-owner cache): an owner absent from one namespace may well exist in another.
+    absent: HashSet<(String, Option<String>)>,
 }
 
 /// Work for the queues.
@@ -376,7 +377,9 @@ impl Collector {
                     Vec::new()
                 }
             };
-            graph.absent.remove(&uid);
+            graph
+                .absent
+                .remove(&(uid.clone(), identity.namespace.clone()));
             if orphan {
                 queue.push(Item::Orphan(uid.clone()));
             }
@@ -404,6 +407,15 @@ impl Collector {
                 match graph.nodes.get_mut(&owner.uid) {
                     Some(node) => {
                         node.dependents.insert(uid.clone());
+                        // GC19: a namespaced owner in another namespace cannot be this
+                        // object's owner; let the worker find the reference dangling.
+                        if !node.virtual_node
+                            && node.identity.namespace.is_some()
+                            && identity.namespace.is_some()
+                            && node.identity.namespace != identity.namespace
+                        {
+                            queue.push(Item::AttemptToDelete(uid.clone()));
+                        }
                     }
                     None => {
                         graph.nodes.insert(
@@ -443,7 +455,9 @@ impl Collector {
                 return;
             };
             if !node.dependents.is_empty() {
-                graph.absent.insert(uid.to_string());
+                graph
+                    .absent
+                    .insert((uid.to_string(), node.identity.namespace.clone()));
             }
             queue.extend(node.dependents.iter().cloned().map(Item::AttemptToDelete));
             for owner in &node.owners {
@@ -548,6 +562,11 @@ impl Collector {
             }
             return Ok(());
         };
+        if virtual_node && resource.namespaced && identity.namespace.is_none() {
+            // GC20: referenced by a cluster-scoped object, a namespaced owner has no
+            // namespace to be looked up in; it stays unverified and its dependents stay.
+            return Ok(());
+        }
         // GC5: gone, or replaced by another object of the same name.
         let latest = self
             .read(&resource, identity.namespace.as_deref(), &identity.name)
@@ -650,19 +669,20 @@ impl Collector {
         dependent: &Value,
         owner: &OwnerRef,
     ) -> Result<Reference, String> {
-        if self.lock_graph().absent.contains(&owner.uid) {
-            return Ok(Reference::Dangling);
-        }
         let Some(owner_type) = self.type_for(&owner.api_version, &owner.kind) else {
             return Err(format!(
                 "cannot look up owner {}/{}: no served resource for {}, Kind={}",
                 owner.kind, owner.name, owner.api_version, owner.kind
             ));
         };
-        let namespace = object::meta_str(dependent, "namespace");
         if owner_type.namespaced && !dependent_type.namespaced {
             // GC20: a cluster-scoped object cannot have a namespaced owner; never collected.
             return Ok(Reference::Solid);
+        }
+        let namespace = object::meta_str(dependent, "namespace").filter(|_| owner_type.namespaced);
+        let absent_key = (owner.uid.clone(), namespace.map(str::to_string));
+        if self.lock_graph().absent.contains(&absent_key) {
+            return Ok(Reference::Dangling);
         }
         let found = self.read(&owner_type, namespace, &owner.name).await?;
         match found {
@@ -676,7 +696,7 @@ impl Collector {
                 }
             }
             _ => {
-                self.lock_graph().absent.insert(owner.uid.clone());
+                self.lock_graph().absent.insert(absent_key);
                 if owner_type.namespaced {
                     self.report_invalid_namespace(dependent_type, dependent, owner)
                         .await;
