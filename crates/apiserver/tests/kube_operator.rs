@@ -28,6 +28,9 @@ pub struct GadgetSpec {
 }
 
 const NAMESPACE: &str = "ops";
+
+/// Cleanups run per object name: what the finalizer test's reconciler records.
+type Cleaned = Arc<Mutex<BTreeMap<String, usize>>>;
 const FINALIZER: &str = "ops.example.com/cleanup";
 
 #[derive(Debug, thiserror::Error)]
@@ -165,21 +168,20 @@ async fn controller_owns_config_maps_and_repairs_them() {
 async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers() {
     let server = TestServer::start().await;
     let gadgets = install(&server).await;
-    let cleaned: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let cleaned: Cleaned = Arc::default();
 
-    let reconcile =
-        |gadget: Arc<Gadget>, ctx: Arc<(Api<Gadget>, Arc<Mutex<BTreeMap<String, usize>>>)>| async move {
-            let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
-            finalizer(api, FINALIZER, gadget, |event| async move {
-                if let Event::Cleanup(gadget) = event {
-                    let mut cleaned = cleaned.lock().unwrap_or_else(|p| p.into_inner());
-                    *cleaned.entry(gadget.name_any()).or_default() += 1;
-                }
-                Ok::<_, ReconcileError>(Action::await_change())
-            })
-            .await
-            .map_err(|e| ReconcileError(e.to_string()))
-        };
+    let reconcile = |gadget: Arc<Gadget>, ctx: Arc<(Api<Gadget>, Cleaned)>| async move {
+        let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
+        finalizer(api, FINALIZER, gadget, |event| async move {
+            if let Event::Cleanup(gadget) = event {
+                let mut cleaned = cleaned.lock().unwrap_or_else(|p| p.into_inner());
+                *cleaned.entry(gadget.name_any()).or_default() += 1;
+            }
+            Ok::<_, ReconcileError>(Action::await_change())
+        })
+        .await
+        .map_err(|e| ReconcileError(e.to_string()))
+    };
     let controller = Controller::new(gadgets.clone(), watcher::Config::default())
         .run(
             reconcile,
