@@ -64,6 +64,8 @@ pub struct RunningServer {
     pub registry: Arc<Registry>,
     shutdown: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
+    /// The in-process controllers; each ends when `shutdown` is cancelled.
+    controllers: Vec<tokio::task::JoinHandle<()>>,
     store: Arc<RedbStore>,
 }
 
@@ -73,6 +75,16 @@ impl RunningServer {
         self.shutdown.cancel();
         if let Err(error) = self.serving.await {
             tracing::warn!(%error, "the accept loop ended abnormally");
+        }
+        // Controllers hold the registry, and through it the store file: wait for them, so
+        // that a stopped server has let go of its data directory.
+        for controller in self.controllers {
+            if tokio::time::timeout(std::time::Duration::from_secs(10), controller)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a controller did not stop within 10 s");
+            }
         }
         self.store.close().await;
     }
@@ -162,18 +174,25 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             "serving established custom resource definitions"
         );
     }
-    crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone());
+    let mut controllers = vec![crate::controllers::crd::spawn(
+        Arc::clone(&registry),
+        shutdown.clone(),
+    )];
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
     if config.garbage_collector {
-        crate::controllers::gc::spawn(Arc::clone(&registry), gc_metrics, shutdown.clone());
+        controllers.push(crate::controllers::gc::spawn(
+            Arc::clone(&registry),
+            gc_metrics,
+            shutdown.clone(),
+        ));
     }
-    namespace::spawn(
+    controllers.push(namespace::spawn(
         Arc::clone(&registry),
         config.namespace_controller.clone(),
         shutdown.clone(),
-    );
+    ));
 
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
@@ -196,6 +215,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         registry,
         shutdown,
         serving,
+        controllers,
         store,
     })
 }

@@ -120,6 +120,8 @@ struct Collector {
     queue: mpsc::UnboundedSender<Item>,
     failures: Mutex<HashMap<Item, u32>>,
     metrics: GcMetrics,
+    /// Ends the workers and any pending retry, which hold the registry (and so the store).
+    shutdown: CancellationToken,
 }
 
 pub fn spawn(
@@ -139,13 +141,15 @@ async fn run(registry: Arc<Registry>, metrics: GcMetrics, shutdown: Cancellation
         queue,
         failures: Mutex::default(),
         metrics,
+        shutdown: shutdown.clone(),
     });
     let work = Arc::new(tokio::sync::Mutex::new(work));
+    let mut workers = Vec::with_capacity(WORKERS);
     for _ in 0..WORKERS {
         let collector = Arc::clone(&collector);
         let work = Arc::clone(&work);
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
+        workers.push(tokio::spawn(async move {
             loop {
                 let item = tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -154,8 +158,18 @@ async fn run(registry: Arc<Registry>, metrics: GcMetrics, shutdown: Cancellation
                 let Some(item) = item else { return };
                 collector.process(item).await;
             }
-        });
+        }));
     }
+    follow_changes(&collector, &shutdown).await;
+    // Nothing may hold the registry once the server says it has stopped.
+    drop(collector);
+    for worker in workers {
+        let _ = worker.await;
+    }
+}
+
+/// Builds the graph, then keeps it current until shutdown; rebuilds it after a lag.
+async fn follow_changes(collector: &Arc<Collector>, shutdown: &CancellationToken) {
     loop {
         // Subscribe before listing: nothing committed after the list can be missed, and
         // events the list already reflects are recognised by their resourceVersion.
@@ -280,8 +294,10 @@ impl Collector {
     fn enqueue_after(self: &Arc<Self>, item: Item, delay: Duration) {
         let collector = Arc::clone(self);
         tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            collector.enqueue(item);
+            tokio::select! {
+                _ = collector.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => collector.enqueue(item),
+            }
         });
     }
 
