@@ -94,3 +94,16 @@ pub fn timestamp(time: chrono::DateTime<chrono::Utc>) -> String {
 pub fn now() -> String {
     timestamp(chrono::Utc::now())
 }
+
+/// A JSON value's type as Go's `encoding/json` and upstream messages name it (`string`,
+/// `number`, `bool`, `array`, `object`, `null`).
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

@@ -613,7 +613,7 @@ async fn s12_rv_precondition() {
 /// 13. H3: an unknown propagationPolicy is a 422 about DeleteOptions.meta.k8s.io.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s13_bad_policy() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "a", &[], json!({})).await;
     let status = http
         .delete(&format!("{}?propagationPolicy=Sideways", cm_path("a")))
@@ -639,7 +639,7 @@ async fn s13_bad_policy() {
 /// 14. H3: orphanDependents and propagationPolicy together are a 422.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_both_legacy_and_new_policy() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "a", &[], json!({})).await;
     let status = http
         .delete_with(
@@ -717,7 +717,7 @@ async fn s15_body_beats_query() {
 /// scenario 1's Status, a running pod the pod with its would-be deletionTimestamp.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s16_dry_run() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "a", &[], json!({})).await;
     let pod = running_pod(&http, "p", &[]).await;
     let mut cm_watch = http.watch(CM, rv(&created)).await;
@@ -754,7 +754,7 @@ async fn s16_dry_run() {
 /// adds no GC finalizer); 200 when it is removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s21_orphan_dependents_false_is_202() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "f", &["example.com/x"], json!({})).await;
     let body = http
         .delete_with(&cm_path("f"), &json!({"orphanDependents": false}))
@@ -919,7 +919,7 @@ async fn s24_policy_switch_on_second_delete() {
 /// explicit Foreground answers 200, not 202.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s25_existing_finalizer_picks_policy() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     create_cm(&http, "fg", &["foregroundDeletion"], json!({})).await;
     let body = http.delete(&cm_path("fg")).await.expect(200);
     assert_eq!(finalizers(&body), ["foregroundDeletion"]);
@@ -952,7 +952,7 @@ async fn s25_existing_finalizer_picks_policy() {
 /// 26. FN2: `orphan` and `foregroundDeletion` together are rejected, on create and update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s26_gc_finalizer_exclusivity() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let body = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -1451,7 +1451,7 @@ async fn h3_unsupported_dry_run_is_invalid() {
 /// not be read as "no options": a dropped uid precondition would delete the wrong object).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_malformed_delete_body_is_a_bad_request() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let created = create_cm(&http, "a", &[], json!({})).await;
     for body in [
         json!([]),
@@ -1510,7 +1510,7 @@ async fn c1_no_cross_namespace_delete_collection() {
 /// P2: core Events never get GC finalizers, whatever the policy asks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2_events_never_get_gc_finalizers() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let event = |name: &str, finalizers: &[&str]| {
         json!({
             "apiVersion": "v1",
@@ -1558,7 +1558,7 @@ async fn p2_events_never_get_gc_finalizers() {
 /// objects removed at once are not bumped (their DELETED event shows the stored generation).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d14_generation_bumps_once_on_entering_terminating() {
-    let (server, http) = setup().await;
+    let (server, http) = setup_without_gc().await;
     let deployments = "/apis/apps/v1/namespaces/t/deployments";
     let deployment = |name: &str, finalizers: &[&str]| {
         json!({

@@ -797,55 +797,58 @@ impl Collector {
     where
         F: Fn(&mut Vec<Value>) + Send + Sync,
     {
-        let uid = object::uid(object).to_string();
-        let result = self
-            .registry
-            .guarded_update(
-                resource,
-                object::meta_str(object, "namespace"),
-                object::name(object),
-                None,
-                Subresource::Main,
-                &WriteOptions {
-                    field_manager: Some("garbage-collector".into()),
-                    ..WriteOptions::default()
-                },
-                |current| {
-                    let mut next = current.clone();
-                    if object::uid(current) != uid {
-                        return Err(crate::status::ApiError::new(404, "NotFound", "replaced"));
-                    }
-                    let mut refs: Vec<Value> = current
-                        .pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    change(&mut refs);
-                    let metadata = object::metadata_mut(&mut next);
-                    if refs.is_empty() {
-                        metadata.remove("ownerReferences");
-                    } else {
-                        metadata.insert("ownerReferences".into(), json!(refs));
-                    }
-                    Ok(next)
-                },
-            )
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e.message),
-        }
+        self.update_same_object(resource, object, Some("garbage-collector"), |next| {
+            let mut refs: Vec<Value> = next
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            change(&mut refs);
+            let metadata = object::metadata_mut(next);
+            if refs.is_empty() {
+                metadata.remove("ownerReferences");
+            } else {
+                metadata.insert("ownerReferences".into(), json!(refs));
+            }
+        })
+        .await
     }
 
-    /// Removes `finalizer` from an object, conditioned on its uid.
+    /// Removes `finalizer` from an object, conditioned on its uid. Not recorded in
+    /// managedFields: finishing a deletion is not owning a field.
     async fn remove_finalizer(
         &self,
         resource: &ResourceType,
         object: &Value,
         finalizer: &str,
     ) -> Result<(), String> {
+        self.update_same_object(resource, object, None, |next| {
+            let kept: Vec<String> = object::finalizers(next)
+                .into_iter()
+                .filter(|f| f != finalizer)
+                .collect();
+            object::metadata_mut(next).insert("finalizers".into(), json!(kept));
+        })
+        .await
+    }
+
+    /// Updates the object `object` names with `change` if it is still that object (same
+    /// uid); an object that is gone or replaced needs nothing.
+    async fn update_same_object<F>(
+        &self,
+        resource: &ResourceType,
+        object: &Value,
+        field_manager: Option<&str>,
+        change: F,
+    ) -> Result<(), String>
+    where
+        F: Fn(&mut Value) + Send + Sync,
+    {
         let uid = object::uid(object).to_string();
+        let options = WriteOptions {
+            field_manager: field_manager.map(str::to_string),
+            ..WriteOptions::default()
+        };
         let result = self
             .registry
             .guarded_update(
@@ -854,17 +857,13 @@ impl Collector {
                 object::name(object),
                 None,
                 Subresource::Main,
-                &WriteOptions::default(),
+                &options,
                 |current| {
                     if object::uid(current) != uid {
                         return Err(crate::status::ApiError::new(404, "NotFound", "replaced"));
                     }
                     let mut next = current.clone();
-                    let kept: Vec<String> = object::finalizers(current)
-                        .into_iter()
-                        .filter(|f| f != finalizer)
-                        .collect();
-                    object::metadata_mut(&mut next).insert("finalizers".into(), json!(kept));
+                    change(&mut next);
                     Ok(next)
                 },
             )

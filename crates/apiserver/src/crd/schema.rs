@@ -2583,7 +2583,7 @@ fn embedded_metadata_errors(metadata: &Value, path: &str) -> Vec<FieldError> {
                 other,
                 &format!(
                     "json: cannot unmarshal {} into Go value of type v1.ObjectMeta",
-                    go_json_type(other)
+                    crate::object::json_kind(other)
                 ),
             )];
         }
@@ -2645,17 +2645,6 @@ fn embedded_metadata_errors(metadata: &Value, path: &str) -> Vec<FieldError> {
         errors.extend(rerooted(validation::validate_finalizers(&names)));
     }
     errors
-}
-
-fn go_json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// Upstream `listtype.ValidateListSetsAndMaps` over the fields of an object.

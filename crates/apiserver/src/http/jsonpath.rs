@@ -437,7 +437,10 @@ fn apply<'a>(step: &Step, input: Found<'a>) -> Result<Found<'a>, EvalError> {
                 }
                 let items = children(&value);
                 if !value.is_array() {
-                    return Err(EvalError(format!("{} is not array or slice", kind(&value))));
+                    return Err(EvalError(format!(
+                        "{} is not array or slice",
+                        crate::object::json_kind(&value)
+                    )));
                 }
                 out.extend(select(slice, items)?);
             }
@@ -456,7 +459,7 @@ fn apply<'a>(step: &Step, input: Found<'a>) -> Result<Found<'a>, EvalError> {
                 if !value.is_array() {
                     return Err(EvalError(format!(
                         "{} is not array or slice and cannot be filtered",
-                        kind(&value)
+                        crate::object::json_kind(&value)
                     )));
                 }
                 for item in children(&value) {
@@ -576,7 +579,7 @@ fn scalar(value: &Value) -> Result<Scalar<'_>, EvalError> {
         }
         other => Err(EvalError(format!(
             "invalid type for comparison: {}",
-            kind(other)
+            crate::object::json_kind(other)
         ))),
     }
 }
@@ -605,17 +608,6 @@ fn compare(left: &Value, operator: &str, right: &Value) -> Result<bool, EvalErro
             return Err(EvalError(format!("unrecognized filter operator {other}")));
         }
     })
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -138,22 +138,11 @@ fn unescape_token(token: &str) -> String {
     out
 }
 
-fn go_type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn parse_patch(patch: &Value) -> Result<Vec<Operation<'_>>, PatchError> {
     let Value::Array(items) = patch else {
         return Err(PatchError::Malformed(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
-            go_type_name(patch)
+            crate::object::json_kind(patch)
         )));
     };
     items
@@ -167,7 +156,7 @@ fn parse_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchErr
     let Value::Object(fields) = item else {
         return Err(PatchError::Malformed(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-            go_type_name(item)
+            crate::object::json_kind(item)
         )));
     };
     let kind = match fields.get("op") {
@@ -192,7 +181,7 @@ fn parse_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchErr
             ))),
             Some(other) => Err(PatchError::Malformed(format!(
                 "operation {index}: json: cannot unmarshal {} into Go value of type string",
-                go_type_name(other)
+                crate::object::json_kind(other)
             ))),
         }
     };
@@ -335,7 +324,10 @@ fn insert_into(container: &mut Value, key: &str, value: Value) -> Result<(), Str
                 Err(e) => Err(e.describe(key)),
             }
         }
-        _ => Err(format!("cannot add to a {}", go_type_name(container))),
+        _ => Err(format!(
+            "cannot add to a {}",
+            crate::object::json_kind(container)
+        )),
     }
 }
 
@@ -349,7 +341,10 @@ fn take_from(container: &mut Value, key: &str) -> Result<Value, String> {
             Ok(index) => Ok(items.remove(index)),
             Err(e) => Err(e.describe(key)),
         },
-        _ => Err(format!("cannot remove from a {}", go_type_name(container))),
+        _ => Err(format!(
+            "cannot remove from a {}",
+            crate::object::json_kind(container)
+        )),
     }
 }
 
