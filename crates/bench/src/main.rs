@@ -62,6 +62,10 @@ struct Cli {
         default_values_t = [0, 1_000, 10_000]
     )]
     sizes: Vec<u64>,
+    /// Custom resources in the deleted namespace, one more figure; 0 leaves it out
+    /// (namespace-teardown).
+    #[arg(long, global = true, value_name = "N", default_value_t = 1_000)]
+    custom_resources: u64,
     /// Terminating ConfigMaps whose finalizers each run removes (finalizer-removal).
     #[arg(long, global = true, value_name = "N", default_value_t = 2_000)]
     finalizer_objects: u64,
@@ -80,8 +84,8 @@ enum Scenario {
     ColdStart,
     /// Resident memory of an idle server after a few requests, against etcd.
     IdleRss,
-    /// DELETE of a namespace holding 0, 1 000, 10 000 ConfigMaps until it is gone, against
-    /// etcd deletes of as many keys with 64 writers.
+    /// DELETE of a namespace holding 0, 1 000, 10 000 ConfigMaps, or 1 000 custom resources,
+    /// until it is gone, against etcd deletes of as many keys with 64 writers.
     NamespaceTeardown,
     /// Finalizer removals/s (PATCH) on terminating ConfigMaps with 64 clients, against etcd puts.
     FinalizerRemoval,
@@ -151,12 +155,16 @@ async fn main() -> anyhow::Result<()> {
             }
             sizes
         }),
+        teardown_custom_resources: cli.custom_resources,
         finalizer_objects: cli.finalizer_objects,
     };
     if settings.teardown_sizes.is_empty()
         || settings.teardown_sizes.iter().any(|&n| n > MAX_OBJECTS)
     {
         bail!("--sizes must list at least one size, each at most {MAX_OBJECTS}");
+    }
+    if settings.teardown_custom_resources > MAX_OBJECTS {
+        bail!("--custom-resources must be at most {MAX_OBJECTS}");
     }
     if !(1..=MAX_OBJECTS).contains(&settings.finalizer_objects) {
         bail!("--finalizer-objects must be between 1 and {MAX_OBJECTS}");
@@ -232,18 +240,22 @@ mod tests {
     fn deletion_flags_have_defaults_and_parse_lists() {
         let cli = Cli::try_parse_from(["finale-bench", "all"]).unwrap();
         assert_eq!(cli.sizes, vec![0, 1_000, 10_000]);
+        assert_eq!(cli.custom_resources, 1_000);
         assert_eq!(cli.finalizer_objects, 2_000);
         let cli = Cli::try_parse_from([
             "finale-bench",
             "namespace-teardown",
             "--sizes",
             "5,50",
+            "--custom-resources",
+            "0",
             "--finalizer-objects",
             "10",
         ])
         .unwrap();
         assert_eq!(cli.scenario, Scenario::NamespaceTeardown);
         assert_eq!(cli.sizes, vec![5, 50]);
+        assert_eq!(cli.custom_resources, 0);
         assert_eq!(cli.finalizer_objects, 10);
     }
 

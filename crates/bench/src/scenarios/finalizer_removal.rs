@@ -27,7 +27,7 @@ use crate::etcd;
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::load::{LoadSpec, Tickets};
 use crate::report::Report;
-use crate::scenarios::objects::{self, Action, send_expect};
+use crate::scenarios::objects::{self, Action, Collection, Kind, send_expect};
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
 use crate::stats::median;
 
@@ -74,15 +74,14 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 Side::Finale => {
                     let namespace = format!("bench-fin-r{run}");
                     objects::create_namespace(&control, &server.url, &namespace).await?;
-                    let collection: Arc<str> =
-                        format!("{}/api/v1/namespaces/{namespace}/configmaps", server.url).into();
+                    let collection = Collection::new(Kind::ConfigMap, &server.url, &namespace);
                     let create = Action::Create {
                         data: Arc::clone(&data),
                         finalizer: true,
                     };
                     objects::setup(&clients, &collection, count, create, limit).await?;
                     objects::setup(&clients, &collection, count, Action::Delete, limit).await?;
-                    let terminating = objects::count_configmaps(&control, &collection).await?;
+                    let terminating = objects::count_objects(&control, &collection).await?;
                     if terminating as u64 != count {
                         bail!(
                             "{terminating} ConfigMaps are terminating after the DELETEs, not {count}"
@@ -106,7 +105,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     server_cores.push(cores);
                     harness_cores.push(harness);
 
-                    let left = objects::count_configmaps(&control, &collection).await?;
+                    let left = objects::count_objects(&control, &collection).await?;
                     if left > 0 {
                         report.warnings.push(format!(
                             "{SCENARIO} run {}: {left} ConfigMaps were still there after their \

@@ -29,6 +29,8 @@ pub struct Settings {
     pub finale_bin: Option<PathBuf>,
     /// ConfigMaps in the namespace, one figure each, for `namespace-teardown`.
     pub teardown_sizes: Vec<u64>,
+    /// Custom resources in the namespace of one more `namespace-teardown` figure; 0: none.
+    pub teardown_custom_resources: u64,
     /// Terminating ConfigMaps per `finalizer-removal` run.
     pub finalizer_objects: u64,
 }

@@ -1,20 +1,27 @@
 //! `namespace-teardown`: time from `DELETE /api/v1/namespaces/<ns>` until the namespace is
-//! gone, for namespaces holding 0, 1 000 and 10 000 ConfigMaps (`--sizes`), against a
+//! gone, for namespaces holding 0, 1 000 and 10 000 ConfigMaps (`--sizes`) and for one holding
+//! 1 000 custom resources (`--custom-resources`, 0 leaves that row out), against a
 //! `finale server` process; raw etcd 3.4 deletes of as many keys with 64 concurrent writers,
 //! measured in the same invocation, are the baseline.
 //!
+//! Before the first run, if there is a custom resource row, the harness creates one namespaced
+//! CRD (`widgets.bench.finale.dev`, kind `Widget`, version `v1` with a small structural
+//! schema) and polls it until `Established=True`.
+//!
 //! Each Finale measurement uses a fresh namespace. Set-up, not timed: create the namespace,
-//! fill it with 512-byte ConfigMaps from 64 HTTPS clients, open a watch on namespaces with
+//! fill it with 512-byte ConfigMaps (the payload as their one `data` value) or Widgets (as
+//! `spec.payload`) from 64 HTTPS clients, open a watch on namespaces with
 //! `fieldSelector=metadata.name=<ns>` and wait for its initial `ADDED` event (so the watch is
 //! known to be registered). Timed: from just before the `DELETE` is sent until the watch
 //! delivers the namespace's `DELETED` event. In between, the server's namespace controller
-//! deletes every ConfigMap through the registry and removes the `kubernetes` finalizer, and the
+//! deletes every object through the registry and removes the `kubernetes` finalizer, and the
 //! registry removes the namespace. Should the watch end early, the harness falls back to
 //! polling `GET` every 5 ms until 404 (and says so).
 //!
-//! The etcd side puts as many keys (64 writers, not timed), then times deleting them all with
-//! 64 writers over one shared gRPC connection: the storage work alone, with no list, no
-//! per-object lifecycle rules and no watch events. The ratio compares objects/s.
+//! The etcd side puts as many keys (64 writers, not timed), under the prefix kube-apiserver
+//! would use for that kind, then times deleting them all with 64 writers over one shared gRPC
+//! connection: the storage work alone, with no list, no per-object lifecycle rules and no
+//! watch events. The ratio compares objects/s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,13 +35,13 @@ use crate::etcd::{self, EtcdAction, EtcdIndexed};
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::load::{self, LoadSpec, Tickets};
 use crate::report::{Figure, Goal, Report, Unit};
-use crate::scenarios::objects::{self, Action, send_expect};
+use crate::scenarios::objects::{self, Action, Collection, Kind, send_expect};
 use crate::scenarios::{Settings, Side, payload};
 use crate::stats::median;
 
 const SCENARIO: &str = "namespace-teardown";
 const CLIENTS: usize = 64;
-/// The goal from the issue: a namespace of 10 000 objects is gone within 10 s.
+/// The goal from the issue: a namespace of 10 000 objects, of either kind, is gone within 10 s.
 const GOAL_SIZE: u64 = 10_000;
 const GOAL_MS: f64 = 10_000.0;
 /// Polling step of the fallback when the watch ends early.
@@ -44,6 +51,8 @@ const WATCH_START: Duration = Duration::from_secs(10);
 /// The raw-disk probe before each run: the controller deletes one object at a time, each a
 /// durable write, so the disk's sync time is part of each object's cost.
 const DISK_PROBE: Duration = Duration::from_millis(500);
+/// How long the custom resource definition may take to become established.
+const CRD_ESTABLISH: Duration = Duration::from_secs(30);
 
 /// The bound on one fill, delete or teardown of `size` objects: generous (a healthy server
 /// does 10 000 in a few seconds), but finite, so a stuck server cannot hang the harness.
@@ -51,8 +60,14 @@ fn limit_for(size: u64) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(size.saturating_mul(5))
 }
 
-/// The figures of one size.
-struct SizeFigures {
+/// "1000 ConfigMaps", "1000 custom resources".
+fn describe(kind: Kind, size: u64) -> String {
+    format!("{size} {}", kind.counted())
+}
+
+/// The figures of one row: a namespace holding `size` objects of `kind`.
+struct RowFigures {
+    kind: Kind,
     size: u64,
     time: Figure,
     /// None for an empty namespace: there is no rate to compare.
@@ -60,11 +75,12 @@ struct SizeFigures {
     server_cores: Vec<f64>,
 }
 
-impl SizeFigures {
-    fn new(size: u64) -> SizeFigures {
+impl RowFigures {
+    fn new(kind: Kind, size: u64) -> RowFigures {
+        let what = describe(kind, size);
         let mut time = Figure::new(
             SCENARIO,
-            &format!("namespace teardown, {size} ConfigMaps (ms)"),
+            &format!("namespace teardown, {what} (ms)"),
             Unit::Millis,
             &format!("etcd 3.4 deletes of {size} keys, {CLIENTS} writers (ms)"),
         );
@@ -74,17 +90,28 @@ impl SizeFigures {
         let rate = (size > 0).then(|| {
             Figure::new(
                 SCENARIO,
-                &format!("namespace teardown, {size} ConfigMaps, objects/s"),
+                &format!("namespace teardown, {what}, objects/s"),
                 Unit::PerSecond,
                 &format!("etcd 3.4 deletes/s, {CLIENTS} writers"),
             )
         });
-        SizeFigures {
+        RowFigures {
+            kind,
             size,
             time,
             rate,
             server_cores: Vec::new(),
         }
+    }
+
+    /// "1000 ConfigMaps", as progress lines and notes name the row.
+    fn what(&self) -> String {
+        describe(self.kind, self.size)
+    }
+
+    /// The namespace (and etcd key prefix) of this row in run `run`.
+    fn tag(&self, run: usize) -> String {
+        format!("bench-td-r{run}-{}{}", self.kind.name_prefix(), self.size)
     }
 
     fn push(&mut self, side: Side, elapsed: Duration) {
@@ -209,13 +236,14 @@ async fn teardown_finale(
     clients: &Clients,
     server_pid: u32,
     namespace: &str,
+    kind: Kind,
     size: u64,
     data: &Arc<str>,
 ) -> anyhow::Result<Teardown> {
     let url = &clients.url;
     let limit = limit_for(size);
     objects::create_namespace(&clients.control, url, namespace).await?;
-    let collection: Arc<str> = format!("{url}/api/v1/namespaces/{namespace}/configmaps").into();
+    let collection = Collection::new(kind, url, namespace);
     let fill_per_second = if size > 0 {
         let action = Action::Create {
             data: Arc::clone(data),
@@ -330,14 +358,15 @@ async fn etcd_batch(
     Ok(elapsed)
 }
 
-/// Puts `size` keys (not timed), then times deleting them all with 64 writers.
+/// Puts `size` keys of `kind` (not timed), then times deleting them all with 64 writers.
 async fn deletes_etcd(
     client: &etcd_client::Client,
+    kind: Kind,
     tag: &str,
     size: u64,
     value: &[u8],
 ) -> anyhow::Result<Duration> {
-    let prefix = format!("/registry/configmaps/{tag}/cm-");
+    let prefix = kind.etcd_key_prefix(tag);
     etcd_batch(client, &prefix, size, EtcdAction::Put(value.to_vec())).await?;
     etcd_batch(client, &prefix, size, EtcdAction::Delete).await
 }
@@ -364,11 +393,22 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
     let value = payload().into_bytes();
     let server_pid = server.pid().context("the server has exited")?;
 
-    let mut figures: Vec<SizeFigures> = settings
+    let custom_resources = settings.teardown_custom_resources;
+    let mut figures: Vec<RowFigures> = settings
         .teardown_sizes
         .iter()
-        .map(|&size| SizeFigures::new(size))
+        .map(|&size| RowFigures::new(Kind::ConfigMap, size))
+        .chain((custom_resources > 0).then(|| RowFigures::new(Kind::Widget, custom_resources)))
         .collect();
+    if custom_resources > 0 {
+        let took =
+            objects::install_widget_crd(&clients.control, &clients.url, CRD_ESTABLISH).await?;
+        eprintln!(
+            "[{SCENARIO}] customresourcedefinition {} established after {:.0} ms",
+            objects::WIDGET_CRD,
+            took.as_secs_f64() * 1e3
+        );
+    }
     let mut disk_rates = Vec::new();
     for run in 0..settings.runs {
         let probe_dir = dir.path().to_path_buf();
@@ -389,13 +429,13 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
             "fdatasync": disk,
         }));
         for figures in &mut figures {
-            let size = figures.size;
+            let (kind, size, what) = (figures.kind, figures.size, figures.what());
             for side in Side::order(run) {
-                let tag = format!("bench-td-r{run}-n{size}");
+                let tag = figures.tag(run);
                 match side {
                     Side::Finale => {
                         let teardown =
-                            teardown_finale(&clients, server_pid, &tag, size, &data).await?;
+                            teardown_finale(&clients, server_pid, &tag, kind, size, &data).await?;
                         let seconds = teardown.elapsed.as_secs_f64();
                         let rates = if size > 0 {
                             format!(
@@ -407,7 +447,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                             String::new()
                         };
                         eprintln!(
-                            "[{SCENARIO}] run {}/{}, {size} ConfigMaps: finale {:.1} ms \
+                            "[{SCENARIO}] run {}/{}, {what}: finale {:.1} ms \
                              ({rates}seen by {}; server used {:.2} CPU cores)",
                             run + 1,
                             settings.runs,
@@ -421,6 +461,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                             "scenario": SCENARIO,
                             "run": run,
                             "objects": size,
+                            "resource": kind.resource(),
                             "target": side.name(),
                             "teardown_ms": seconds * 1e3,
                             "observed_by": teardown.observed_by,
@@ -431,11 +472,11 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     // Deleting nothing is not a baseline.
                     Side::Etcd if size == 0 => {}
                     Side::Etcd => {
-                        let elapsed = deletes_etcd(&etcd_client, &tag, size, &value).await?;
+                        let elapsed = deletes_etcd(&etcd_client, kind, &tag, size, &value).await?;
                         let seconds = elapsed.as_secs_f64();
                         eprintln!(
-                            "[{SCENARIO}] run {}/{}, {size} keys: etcd {:.1} ms ({:.0} deletes/s, \
-                             {CLIENTS} writers)",
+                            "[{SCENARIO}] run {}/{}, {what}: etcd {:.1} ms for as many keys \
+                             ({:.0} deletes/s, {CLIENTS} writers)",
                             run + 1,
                             settings.runs,
                             seconds * 1e3,
@@ -446,6 +487,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                             "scenario": SCENARIO,
                             "run": run,
                             "objects": size,
+                            "resource": kind.resource(),
                             "target": side.name(),
                             "delete_ms": seconds * 1e3,
                         }));
@@ -456,18 +498,19 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
     }
 
     for figures in figures {
-        report.figures.push(figures.time);
-        report.figures.extend(figures.rate);
         // CPU time is counted in 10 ms ticks: meaningless for a teardown of a few ms.
         if figures.size >= 1000
             && let Some(cores) = median(&figures.server_cores)
         {
             report.notes.push(format!(
-                "during the teardowns of {} ConfigMaps the finale server used {cores:.2} CPU \
-                 cores, of {} (median)",
-                figures.size, report.context.nproc
+                "during the teardowns of {} the finale server used {cores:.2} CPU cores, of {} \
+                 (median)",
+                figures.what(),
+                report.context.nproc
             ));
         }
+        report.figures.push(figures.time);
+        report.figures.extend(figures.rate);
     }
     if let Some(rate) = median(&disk_rates) {
         report.notes.push(format!(
@@ -492,18 +535,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_goal_is_on_the_ten_thousand_row_only() {
+    fn the_goal_is_on_the_ten_thousand_rows_only() {
+        for kind in [Kind::ConfigMap, Kind::Widget] {
+            assert_eq!(
+                RowFigures::new(kind, 10_000).time.goal,
+                Some(Goal::AtMost(GOAL_MS))
+            );
+            assert_eq!(RowFigures::new(kind, 1000).time.goal, None);
+            assert!(RowFigures::new(kind, 0).rate.is_none());
+        }
+    }
+
+    #[test]
+    fn rows_name_their_kind_and_get_their_own_namespace() {
+        let configmaps = RowFigures::new(Kind::ConfigMap, 1000);
+        let widgets = RowFigures::new(Kind::Widget, 1000);
         assert_eq!(
-            SizeFigures::new(10_000).time.goal,
-            Some(Goal::AtMost(GOAL_MS))
+            configmaps.time.name,
+            "namespace teardown, 1000 ConfigMaps (ms)"
         );
-        assert_eq!(SizeFigures::new(1000).time.goal, None);
-        assert!(SizeFigures::new(0).rate.is_none());
+        assert_eq!(
+            widgets.time.name,
+            "namespace teardown, 1000 custom resources (ms)"
+        );
+        assert_eq!(
+            widgets.rate.as_ref().unwrap().name,
+            "namespace teardown, 1000 custom resources, objects/s"
+        );
+        assert_eq!(
+            widgets.time.baseline_name,
+            "etcd 3.4 deletes of 1000 keys, 64 writers (ms)"
+        );
+        assert_eq!(configmaps.tag(2), "bench-td-r2-cm-1000");
+        assert_eq!(widgets.tag(2), "bench-td-r2-widget-1000");
     }
 
     #[test]
     fn rates_are_objects_over_the_teardown_time() {
-        let mut figures = SizeFigures::new(1000);
+        let mut figures = RowFigures::new(Kind::Widget, 1000);
         figures.push(Side::Finale, Duration::from_millis(500));
         figures.push(Side::Etcd, Duration::from_millis(250));
         let rate = figures.rate.unwrap();

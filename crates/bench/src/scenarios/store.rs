@@ -209,6 +209,7 @@ mod tests {
             max_ops: 100_000,
             finale_bin: None,
             teardown_sizes: Vec::new(),
+            teardown_custom_resources: 0,
             finalizer_objects: 0,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
