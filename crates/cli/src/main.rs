@@ -11,6 +11,11 @@ use finale_apiserver::server::{self, ServerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
+/// The server allocates and frees many short-lived JSON values per request; mimalloc spends
+/// less CPU on that than glibc's allocator and returns memory to the system sooner.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Finale: a Kubernetes-compatible control plane built for guaranteed teardown.
 #[derive(Parser)]
 #[command(name = "finale", version, about, long_about = None)]
