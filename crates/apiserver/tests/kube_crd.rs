@@ -475,3 +475,84 @@ async fn custom_resource_status_writes_cannot_remove_finalizers() {
     assert_eq!(written.status.map(|s| s.replicas), Some(1));
     server.shutdown().await;
 }
+
+/// A CRD with two served versions (conversion `None`): objects are stored in the storage
+/// version and served in whichever version is asked for, in reads, lists and watches; a
+/// cluster-scoped CRD is served without namespaces.
+#[tokio::test]
+async fn versions_share_objects_and_cluster_scope_works() {
+    let server = TestServer::start().await;
+    let raw = common::raw::Http::new(&server);
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}});
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gears.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+                 "names": {"kind": "Gear", "plural": "gears"},
+                 "versions": [
+                     {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+                     {"name": "v1", "served": true, "storage": true, "schema": schema}]}});
+    raw.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    )
+    .await
+    .expect(201);
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
+    within(
+        WAIT,
+        await_condition(
+            crds.clone(),
+            "gears.example.com",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("established");
+    let stored = crds.get("gears.example.com").await.expect("get");
+    assert_eq!(
+        stored.status.and_then(|s| s.stored_versions),
+        Some(vec!["v1".to_string()])
+    );
+
+    let mut watch = raw.watch("/apis/example.com/v1beta1/gears", 0).await;
+    let created = raw
+        .post(
+            "/apis/example.com/v1beta1/gears",
+            &json!({"apiVersion": "example.com/v1beta1", "kind": "Gear",
+                    "metadata": {"name": "g1"}, "spec": {"size": 2}}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(created["apiVersion"], "example.com/v1beta1");
+    assert!(created["metadata"].get("namespace").is_none(), "{created}");
+    let (kind, event) = watch.next().await;
+    assert_eq!(
+        (kind.as_str(), &event["apiVersion"]),
+        ("ADDED", &json!("example.com/v1beta1"))
+    );
+
+    let as_v1 = raw.get("/apis/example.com/v1/gears/g1").await.expect(200);
+    assert_eq!(as_v1["apiVersion"], "example.com/v1");
+    assert_eq!(as_v1["spec"], json!({"size": 2}));
+    let list = raw.get("/apis/example.com/v1beta1/gears").await.expect(200);
+    assert_eq!(list["apiVersion"], "example.com/v1beta1");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+
+    // An update through v1 is seen by the v1beta1 watcher in its own version.
+    let mut changed = as_v1.clone();
+    changed["spec"]["size"] = json!(3);
+    raw.put("/apis/example.com/v1/gears/g1", &changed)
+        .await
+        .expect(200);
+    let (kind, event) = watch.next().await;
+    assert_eq!(kind, "MODIFIED");
+    assert_eq!(event["apiVersion"], "example.com/v1beta1");
+    assert_eq!(event["spec"]["size"], 3);
+    // Namespaced paths do not exist for a cluster-scoped kind.
+    raw.get("/apis/example.com/v1/namespaces/default/gears")
+        .await
+        .expect_failure(404, "NotFound");
+    server.shutdown().await;
+}
