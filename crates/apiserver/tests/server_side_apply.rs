@@ -261,3 +261,50 @@ async fn kube_rs_apply_with_nulls_and_updates_by_other_writers() {
     );
     server.shutdown().await;
 }
+
+/// `dryRun=All` answers as the real apply would and stores nothing; `fieldValidation=Strict`
+/// applies to patches too, on the patched result.
+#[tokio::test]
+async fn dry_run_and_strict_validation_apply_to_patches() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let answer = apply(
+        &http,
+        "cm1",
+        "fieldManager=alice&dryRun=All",
+        &config(json!({"a": "1"})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(answer["data"], json!({"a": "1"}));
+    http.get(&format!("{CM}/cm1"))
+        .await
+        .expect_failure(404, "NotFound");
+
+    apply(
+        &http,
+        "cm1",
+        "fieldManager=alice",
+        &config(json!({"a": "1"})),
+    )
+    .await
+    .expect(201);
+    let status = http
+        .send(
+            reqwest::Method::PATCH,
+            &format!("{CM}/cm1?fieldValidation=Strict"),
+            "application/merge-patch+json",
+            Some(&json!({"bogus": {"x": 1}})),
+        )
+        .await
+        .expect_failure(400, "BadRequest");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field \"bogus\"")),
+        "{status}"
+    );
+    let stored = http.get(&format!("{CM}/cm1")).await.expect(200);
+    assert!(stored.get("bogus").is_none(), "{stored}");
+    server.shutdown().await;
+}
