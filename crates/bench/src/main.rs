@@ -69,6 +69,12 @@ struct Cli {
     /// Terminating ConfigMaps whose finalizers each run removes (finalizer-removal).
     #[arg(long, global = true, value_name = "N", default_value_t = 2_000)]
     finalizer_objects: u64,
+    /// Dependents of one owner in the background and orphan cascades (garbage-collection).
+    #[arg(long, global = true, value_name = "N", default_value_t = 10_000)]
+    gc_dependents: u64,
+    /// Leaves of the foreground tree, under 10 middles (garbage-collection).
+    #[arg(long, global = true, value_name = "N", default_value_t = 1_000)]
+    gc_leaves: u64,
 }
 
 /// The most objects a deletion scenario will create in one run.
@@ -89,18 +95,22 @@ enum Scenario {
     NamespaceTeardown,
     /// Finalizer removals/s (PATCH) on terminating ConfigMaps with 64 clients, against etcd puts.
     FinalizerRemoval,
+    /// The garbage collector: background cascade of 10 000 dependents (against etcd deletes),
+    /// foreground cascade of a 1 000-leaf tree, orphaning 10 000 dependents, CPU per object.
+    GarbageCollection,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 6] = [
+    const ALL: [Scenario; 7] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
+        Scenario::GarbageCollection,
     ];
 
     fn name(self) -> &'static str {
@@ -111,6 +121,7 @@ impl Scenario {
             Scenario::IdleRss => "idle-rss",
             Scenario::NamespaceTeardown => "namespace-teardown",
             Scenario::FinalizerRemoval => "finalizer-removal",
+            Scenario::GarbageCollection => "garbage-collection",
             Scenario::All => "all",
         }
     }
@@ -125,6 +136,9 @@ impl Scenario {
                 scenarios::namespace_teardown::run(settings, report).await
             }
             Scenario::FinalizerRemoval => scenarios::finalizer_removal::run(settings, report).await,
+            Scenario::GarbageCollection => {
+                scenarios::garbage_collection::run(settings, report).await
+            }
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }
@@ -157,6 +171,8 @@ async fn main() -> anyhow::Result<()> {
         }),
         teardown_custom_resources: cli.custom_resources,
         finalizer_objects: cli.finalizer_objects,
+        gc_dependents: cli.gc_dependents,
+        gc_leaves: cli.gc_leaves,
     };
     if settings.teardown_sizes.is_empty()
         || settings.teardown_sizes.iter().any(|&n| n > MAX_OBJECTS)
@@ -168,6 +184,12 @@ async fn main() -> anyhow::Result<()> {
     }
     if !(1..=MAX_OBJECTS).contains(&settings.finalizer_objects) {
         bail!("--finalizer-objects must be between 1 and {MAX_OBJECTS}");
+    }
+    if !(1..=MAX_OBJECTS).contains(&settings.gc_dependents) {
+        bail!("--gc-dependents must be between 1 and {MAX_OBJECTS}");
+    }
+    if !(1..=MAX_OBJECTS).contains(&settings.gc_leaves) {
+        bail!("--gc-leaves must be between 1 and {MAX_OBJECTS}");
     }
     if settings.window.is_zero() {
         bail!("--seconds must be more than 0");
@@ -242,6 +264,8 @@ mod tests {
         assert_eq!(cli.sizes, vec![0, 1_000, 10_000]);
         assert_eq!(cli.custom_resources, 1_000);
         assert_eq!(cli.finalizer_objects, 2_000);
+        assert_eq!(cli.gc_dependents, 10_000);
+        assert_eq!(cli.gc_leaves, 1_000);
         let cli = Cli::try_parse_from([
             "finale-bench",
             "namespace-teardown",
@@ -251,20 +275,32 @@ mod tests {
             "0",
             "--finalizer-objects",
             "10",
+            "--gc-dependents",
+            "20",
+            "--gc-leaves",
+            "30",
         ])
         .unwrap();
         assert_eq!(cli.scenario, Scenario::NamespaceTeardown);
         assert_eq!(cli.sizes, vec![5, 50]);
         assert_eq!(cli.custom_resources, 0);
         assert_eq!(cli.finalizer_objects, 10);
+        assert_eq!(cli.gc_dependents, 20);
+        assert_eq!(cli.gc_leaves, 30);
+        let cli = Cli::try_parse_from(["finale-bench", "garbage-collection"]).unwrap();
+        assert_eq!(cli.scenario, Scenario::GarbageCollection);
     }
 
     #[test]
     fn all_runs_the_deletion_scenarios_last() {
         let names: Vec<_> = Scenario::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(
-            names[names.len() - 2..],
-            ["namespace-teardown", "finalizer-removal"]
+            names[names.len() - 3..],
+            [
+                "namespace-teardown",
+                "finalizer-removal",
+                "garbage-collection"
+            ]
         );
     }
 }

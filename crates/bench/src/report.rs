@@ -19,6 +19,8 @@ use crate::stats::{median, percentile};
 pub enum Unit {
     PerSecond,
     Millis,
+    /// Microseconds, for costs per object.
+    Micros,
     Megabytes,
 }
 
@@ -286,7 +288,7 @@ impl Report {
             out.push('\n');
         }
         out.push_str(
-            "ratio = finale median / baseline median (higher is better for /s, lower for ms and MB)\n",
+            "ratio = finale median / baseline median (higher is better for /s, lower for ms, µs and MB)\n",
         );
         for figure in &self.figures {
             if figure.finale.is_empty() && figure.baseline.is_empty() {
@@ -313,6 +315,7 @@ fn format_value(value: Option<f64>, unit: Unit) -> String {
         (Some(v), Unit::PerSecond) => format!("{v:.0}"),
         (Some(v), Unit::Millis) if v < 10.0 => format!("{v:.2}"),
         (Some(v), Unit::Millis) => format!("{v:.1}"),
+        (Some(v), Unit::Micros) => format!("{v:.1}"),
         (Some(v), Unit::Megabytes) => format!("{v:.1}"),
     }
 }
@@ -325,6 +328,7 @@ fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
             let unit = match unit {
                 Unit::PerSecond => "/s",
                 Unit::Millis => " ms",
+                Unit::Micros => " µs",
                 Unit::Megabytes => " MB",
             };
             format!("<={max}{unit}")

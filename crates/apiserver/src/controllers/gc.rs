@@ -33,6 +33,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -912,6 +913,27 @@ impl Collector {
         Ok(())
     }
 
+    /// Removes the reference to `owner_uid` from `dependent`, if it is still there.
+    async fn strip_owner_ref(&self, dependent: Identity, owner_uid: &str) -> Result<(), String> {
+        let Some(dependent_type) = self.type_for(&dependent.api_version, &dependent.kind) else {
+            return Ok(());
+        };
+        let Some(object) = self
+            .read(
+                &dependent_type,
+                dependent.namespace.as_deref(),
+                &dependent.name,
+            )
+            .await?
+        else {
+            return Ok(());
+        };
+        self.rewrite_owner_refs(&dependent_type, &object, |refs| {
+            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid))
+        })
+        .await
+    }
+
     /// GC16: every dependent loses its reference to the owner, then the owner loses `orphan`.
     async fn orphan_dependents(self: &Arc<Self>, uid: &str) -> Result<(), String> {
         let (identity, dependents) = {
@@ -926,25 +948,15 @@ impl Collector {
                 .collect();
             (node.identity.clone(), dependents)
         };
-        for dependent in dependents {
-            let Some(dependent_type) = self.type_for(&dependent.api_version, &dependent.kind)
-            else {
-                continue;
-            };
-            let Some(object) = self
-                .read(
-                    &dependent_type,
-                    dependent.namespace.as_deref(),
-                    &dependent.name,
-                )
-                .await?
-            else {
-                continue;
-            };
-            self.rewrite_owner_refs(&dependent_type, &object, |refs| {
-                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid))
-            })
-            .await?;
+        // Each dependent is its own durable write: many at once share the store's group
+        // commits, as the cascade's workers do (upstream patches them all concurrently).
+        let strips: Vec<_> = dependents
+            .into_iter()
+            .map(|dependent| self.strip_owner_ref(dependent, uid))
+            .collect();
+        let mut strips = futures::stream::iter(strips).buffer_unordered(WORKERS);
+        while let Some(result) = strips.next().await {
+            result?;
         }
         let Some(resource) = self.type_for(&identity.api_version, &identity.kind) else {
             return Ok(());

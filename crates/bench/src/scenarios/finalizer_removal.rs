@@ -27,7 +27,7 @@ use crate::etcd;
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::load::{LoadSpec, Tickets};
 use crate::report::Report;
-use crate::scenarios::objects::{self, Action, Collection, Kind, send_expect};
+use crate::scenarios::objects::{self, Action, Collection, Kind, Owners, send_expect};
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
 use crate::stats::median;
 
@@ -78,6 +78,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     let create = Action::Create {
                         data: Arc::clone(&data),
                         finalizer: true,
+                        owners: Owners::none(),
                     };
                     objects::setup(&clients, &collection, count, create, limit).await?;
                     objects::setup(&clients, &collection, count, Action::Delete, limit).await?;

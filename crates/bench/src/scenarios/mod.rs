@@ -9,6 +9,7 @@ use crate::report::{Figure, Goal, Report, Unit};
 
 pub mod cold_start;
 pub mod finalizer_removal;
+pub mod garbage_collection;
 pub mod http_create;
 pub mod idle_rss;
 pub mod namespace_teardown;
@@ -33,6 +34,11 @@ pub struct Settings {
     pub teardown_custom_resources: u64,
     /// Terminating ConfigMaps per `finalizer-removal` run.
     pub finalizer_objects: u64,
+    /// Dependents of the one owner in the background and orphan cascades of
+    /// `garbage-collection`.
+    pub gc_dependents: u64,
+    /// Leaves of the foreground tree of `garbage-collection`.
+    pub gc_leaves: u64,
 }
 
 impl Settings {

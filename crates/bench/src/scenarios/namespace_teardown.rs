@@ -28,14 +28,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use reqwest::StatusCode;
-use serde_json::Value;
 
 use crate::disk::probe_fdatasync;
 use crate::etcd::{self, EtcdAction, EtcdIndexed};
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::load::{self, LoadSpec, Tickets};
 use crate::report::{Figure, Goal, Report, Unit};
-use crate::scenarios::objects::{self, Action, Collection, Kind, send_expect};
+use crate::scenarios::objects::{self, Action, Collection, Kind, Owners, Watch, send_expect};
 use crate::scenarios::{Settings, Side, payload};
 use crate::stats::median;
 
@@ -44,8 +43,6 @@ const CLIENTS: usize = 64;
 /// The goal from the issue: a namespace of 10 000 objects, of either kind, is gone within 10 s.
 const GOAL_SIZE: u64 = 10_000;
 const GOAL_MS: f64 = 10_000.0;
-/// Polling step of the fallback when the watch ends early.
-const POLL: Duration = Duration::from_millis(5);
 /// How long the initial `ADDED` event may take.
 const WATCH_START: Duration = Duration::from_secs(10);
 /// The raw-disk probe before each run: the controller deletes one object at a time, each a
@@ -56,7 +53,7 @@ const CRD_ESTABLISH: Duration = Duration::from_secs(30);
 
 /// The bound on one fill, delete or teardown of `size` objects: generous (a healthy server
 /// does 10 000 in a few seconds), but finite, so a stuck server cannot hang the harness.
-fn limit_for(size: u64) -> Duration {
+pub fn limit_for(size: u64) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(size.saturating_mul(5))
 }
 
@@ -156,82 +153,6 @@ struct Clients {
     bulk: Vec<reqwest::Client>,
 }
 
-/// A watch on namespaces, read one newline-delimited JSON event at a time.
-struct Watch {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Watch {
-    async fn open(
-        client: &reqwest::Client,
-        url: &str,
-        namespace: &str,
-        limit: Duration,
-    ) -> anyhow::Result<Watch> {
-        // The server ends the watch at timeoutSeconds; the client gives it a little longer
-        // than that (the client's default 30 s cap would otherwise cut long teardowns short).
-        let request = client
-            .get(format!(
-                "{url}/api/v1/namespaces?watch=true&fieldSelector=metadata.name%3D{namespace}\
-                 &timeoutSeconds={}",
-                limit.as_secs().max(1)
-            ))
-            .timeout(limit + Duration::from_secs(10));
-        let response = request.send().await.context("open the namespace watch")?;
-        if response.status() != StatusCode::OK {
-            bail!("the namespace watch answered {}", response.status());
-        }
-        Ok(Watch {
-            response,
-            buffer: Vec::new(),
-        })
-    }
-
-    /// The next event's type and object; None when the stream ends.
-    async fn next(&mut self) -> anyhow::Result<Option<(String, Value)>> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                let mut event: Value =
-                    serde_json::from_slice(&line).context("parse a watch event")?;
-                let kind = event["type"].as_str().unwrap_or_default().to_string();
-                return Ok(Some((kind, event["object"].take())));
-            }
-            match self.response.chunk().await.context("read the watch")? {
-                Some(chunk) => self.buffer.extend_from_slice(&chunk),
-                None => return Ok(None),
-            }
-        }
-    }
-}
-
-/// Polls `GET` on the namespace every [`POLL`] until it answers 404 or `deadline` passes.
-async fn poll_until_gone(
-    client: &reqwest::Client,
-    namespace_url: &str,
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    loop {
-        let response = client
-            .get(namespace_url)
-            .send()
-            .await
-            .context("GET the namespace")?;
-        let status = response.status();
-        response.bytes().await.context("read the namespace")?;
-        match status {
-            StatusCode::NOT_FOUND => return Ok(()),
-            StatusCode::OK => {}
-            other => bail!("GET the namespace answered {other}"),
-        }
-        if Instant::now() >= deadline {
-            bail!("the namespace still exists at the time limit");
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 async fn teardown_finale(
     clients: &Clients,
     server_pid: u32,
@@ -248,6 +169,7 @@ async fn teardown_finale(
         let action = Action::Create {
             data: Arc::clone(data),
             finalizer: false,
+            owners: Owners::none(),
         };
         objects::setup(&clients.bulk, &collection, size, action, limit)
             .await?
@@ -256,50 +178,29 @@ async fn teardown_finale(
         0.0
     };
 
-    let mut watch = Watch::open(&clients.watcher, url, namespace, limit).await?;
-    match tokio::time::timeout(WATCH_START, watch.next()).await {
-        Ok(Ok(Some((kind, _)))) if kind == "ADDED" => {}
-        Ok(Ok(Some((kind, object)))) => {
-            bail!("the namespace watch began with {kind} instead of ADDED: {object}")
-        }
-        Ok(Ok(None)) => bail!("the namespace watch ended before its first event"),
-        Ok(Err(error)) => return Err(error),
-        Err(_) => bail!("no initial event on the namespace watch within {WATCH_START:?}"),
-    }
+    let namespaces = format!("{url}/api/v1/namespaces");
+    let mut watch =
+        Watch::open_named(&clients.watcher, &namespaces, namespace, limit, WATCH_START).await?;
 
-    let namespace_url = format!("{url}/api/v1/namespaces/{namespace}");
+    let namespace_url = format!("{namespaces}/{namespace}");
     let cpu_before = cpu_seconds(server_pid)?;
     let started = Instant::now();
-    let deadline = started + limit;
     send_expect(
         clients.control.delete(&namespace_url),
         StatusCode::OK,
         &format!("delete namespace {namespace}"),
     )
     .await?;
-    let observed_by = loop {
-        let event = match tokio::time::timeout_at(deadline.into(), watch.next()).await {
-            Ok(event) => event,
-            Err(_) => bail!("namespace {namespace} still exists {limit:?} after its DELETE"),
-        };
-        match event {
-            Ok(Some((kind, _))) if kind == "DELETED" => break "watch",
-            Ok(Some((kind, object))) if kind == "ERROR" => {
-                eprintln!(
-                    "[{SCENARIO}] the namespace watch failed ({object}); polling GET instead"
-                );
-            }
-            Ok(Some(_)) => continue,
-            Ok(None) => eprintln!("[{SCENARIO}] the namespace watch ended; polling GET instead"),
-            Err(error) => {
-                eprintln!(
-                    "[{SCENARIO}] the namespace watch failed ({error:#}); polling GET instead"
-                )
-            }
-        }
-        poll_until_gone(&clients.control, &namespace_url, deadline).await?;
-        break "poll";
-    };
+    let observed_by = objects::wait_until_deleted(
+        &mut watch,
+        &clients.control,
+        &namespace_url,
+        &format!("namespace {namespace}"),
+        started,
+        limit,
+        SCENARIO,
+    )
+    .await?;
     let elapsed = started.elapsed();
     let server_cores = (cpu_seconds(server_pid)? - cpu_before) / elapsed.as_secs_f64();
     drop(watch);
@@ -327,7 +228,7 @@ async fn teardown_finale(
 }
 
 /// Exactly `size` puts or deletes of the keys `{prefix}{i}` with 64 writers; how long they took.
-async fn etcd_batch(
+pub async fn etcd_batch(
     client: &etcd_client::Client,
     prefix: &str,
     size: u64,

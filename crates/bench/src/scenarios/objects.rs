@@ -1,7 +1,8 @@
 //! Object operations over HTTPS shared by the deletion scenarios: namespaces, the custom
-//! resource definition the harness installs, and collections of objects addressed by item
-//! number (`cm-{i}`, `widget-{i}`), so that one phase can create a set of objects and a later
-//! phase delete or patch exactly that set with any number of clients.
+//! resource definition the harness installs, collections of objects addressed by item number
+//! (`cm-{i}`, `widget-{i}`), so that one phase can create a set of objects (optionally owned by
+//! other objects) and a later phase delete or patch exactly that set with any number of
+//! clients, and watches that tell when an object is gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,28 +86,95 @@ impl Kind {
         format!("/registry/{resource}/{namespace}/{}", self.name_prefix())
     }
 
-    /// The JSON body that creates object `name` holding `payload`, with `finalizers`.
-    fn manifest(self, name: &str, finalizers: &[&str], payload: &str) -> String {
-        let metadata = if finalizers.is_empty() {
-            json!({"name": name})
-        } else {
-            json!({"name": name, "finalizers": finalizers})
-        };
-        let object = match self {
-            Kind::ConfigMap => json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": metadata,
-                "data": {"payload": payload},
-            }),
-            Kind::Widget => json!({
-                "apiVersion": format!("{WIDGET_GROUP}/v1"),
-                "kind": "Widget",
-                "metadata": metadata,
-                "spec": {"payload": payload},
-            }),
-        };
+    /// The `apiVersion` of such objects.
+    pub fn api_version(self) -> String {
+        match self {
+            Kind::ConfigMap => "v1".to_string(),
+            Kind::Widget => format!("{WIDGET_GROUP}/v1"),
+        }
+    }
+
+    /// The `kind` of such objects.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Widget => "Widget",
+        }
+    }
+
+    /// The JSON body that creates object `name` holding `payload`, with `finalizers` and, if
+    /// given, one owner reference.
+    fn manifest(
+        self,
+        name: &str,
+        finalizers: &[&str],
+        owner: Option<&OwnerRef>,
+        payload: &str,
+    ) -> String {
+        let mut metadata = json!({"name": name});
+        if !finalizers.is_empty() {
+            metadata["finalizers"] = json!(finalizers);
+        }
+        if let Some(owner) = owner {
+            metadata["ownerReferences"] = json!([owner.to_json()]);
+        }
+        let mut object = json!({
+            "apiVersion": self.api_version(),
+            "kind": self.kind_name(),
+            "metadata": metadata,
+        });
+        match self {
+            Kind::ConfigMap => object["data"] = json!({"payload": payload}),
+            Kind::Widget => object["spec"] = json!({"payload": payload}),
+        }
         object.to_string()
+    }
+}
+
+/// One `metadata.ownerReferences` entry: the object it names owns the object that carries it,
+/// so the garbage collector deletes (or orphans) the latter when the former goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub kind: Kind,
+    pub name: String,
+    pub uid: String,
+    /// Whether a foreground deletion of the owner waits for this dependent to go first.
+    pub block_owner_deletion: bool,
+}
+
+impl OwnerRef {
+    fn to_json(&self) -> Value {
+        let mut reference = json!({
+            "apiVersion": self.kind.api_version(),
+            "kind": self.kind.kind_name(),
+            "name": self.name,
+            "uid": self.uid,
+        });
+        if self.block_owner_deletion {
+            reference["blockOwnerDeletion"] = json!(true);
+        }
+        reference
+    }
+}
+
+/// Who owns the objects an [`Action::Create`] makes: nobody, or item `i` is owned by the
+/// `i % n`-th of `n` owners, so the items spread evenly over them.
+#[derive(Clone, Debug, Default)]
+pub struct Owners(Arc<[OwnerRef]>);
+
+impl Owners {
+    pub fn none() -> Owners {
+        Owners::default()
+    }
+
+    pub fn round_robin(owners: Vec<OwnerRef>) -> Owners {
+        Owners(owners.into())
+    }
+
+    /// The owner of item `item`, if the items have owners.
+    pub fn of(&self, item: u64) -> Option<&OwnerRef> {
+        let count = self.0.len() as u64;
+        (count > 0).then(|| &self.0[(item % count) as usize])
     }
 }
 
@@ -130,8 +198,13 @@ impl Collection {
 /// What an [`ObjectOps`] worker does to each object.
 #[derive(Clone, Debug)]
 pub enum Action {
-    /// POST it with `data` as its payload, holding [`FINALIZER`] if `finalizer`; expects 201.
-    Create { data: Arc<str>, finalizer: bool },
+    /// POST it with `data` as its payload, holding [`FINALIZER`] if `finalizer` and a
+    /// reference to its owner among `owners`, if any; expects 201.
+    Create {
+        data: Arc<str>,
+        finalizer: bool,
+        owners: Owners,
+    },
     /// DELETE it; expects 200 (the object, still there if a finalizer holds it).
     Delete,
     /// PATCH it with [`REMOVE_FINALIZERS`]; expects 200. On a terminating object this is the
@@ -150,16 +223,21 @@ pub struct ObjectOps {
 impl Worker for ObjectOps {
     async fn op(&mut self, _seq: u64) -> anyhow::Result<()> {
         let kind = self.collection.kind;
-        let name = kind.object_name(self.tickets.take()?);
+        let item = self.tickets.take()?;
+        let name = kind.object_name(item);
         let collection = &*self.collection.url;
         let (request, expected, what) = match &self.action {
-            Action::Create { data, finalizer } => {
+            Action::Create {
+                data,
+                finalizer,
+                owners,
+            } => {
                 let finalizers: &[&str] = if *finalizer { &[FINALIZER] } else { &[] };
                 let request = self
                     .client
                     .post(collection)
                     .header(CONTENT_TYPE, "application/json")
-                    .body(kind.manifest(&name, finalizers, data));
+                    .body(kind.manifest(&name, finalizers, owners.of(item), data));
                 (request, StatusCode::CREATED, "create")
             }
             Action::Delete => {
@@ -270,11 +348,58 @@ pub async fn create_namespace(
     Ok(())
 }
 
-/// How many objects a collection holds (terminating ones included).
-pub async fn count_objects(
+/// DELETEs a namespace and waits, polling `GET`, until it is gone, for at most `limit`: the
+/// clean-up between runs, so that one run's teardown does not overlap the next's timing.
+pub async fn delete_namespace(
+    client: &reqwest::Client,
+    url: &str,
+    name: &str,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let namespace_url = format!("{url}/api/v1/namespaces/{name}");
+    let deadline = Instant::now() + limit;
+    send_expect(
+        client.delete(&namespace_url),
+        StatusCode::OK,
+        &format!("delete namespace {name}"),
+    )
+    .await?;
+    poll_until_gone(
+        client,
+        &namespace_url,
+        &format!("namespace {name}"),
+        deadline,
+    )
+    .await
+}
+
+/// POSTs one object `name` of the collection's kind holding `payload`, owned by `owner` if
+/// given; expects 201 and returns the uid the server gave it.
+pub async fn create_object(
     client: &reqwest::Client,
     collection: &Collection,
-) -> anyhow::Result<usize> {
+    name: &str,
+    owner: Option<&OwnerRef>,
+    payload: &str,
+) -> anyhow::Result<String> {
+    let kind = collection.kind;
+    let what = format!("create {} {name}", kind.resource());
+    let request = client
+        .post(&*collection.url)
+        .header(CONTENT_TYPE, "application/json")
+        .body(kind.manifest(name, &[], owner, payload));
+    let body = send_expect(request, StatusCode::CREATED, &what).await?;
+    let created: Value = serde_json::from_slice(body.as_ref())
+        .with_context(|| format!("{what}: parse the response"))?;
+    created
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .with_context(|| format!("{what}: the created object has no metadata.uid"))
+}
+
+/// GETs the whole collection: a list with `items` and `metadata.resourceVersion`.
+pub async fn list(client: &reqwest::Client, collection: &Collection) -> anyhow::Result<Value> {
     let resource = collection.kind.resource();
     let body = send_expect(
         client.get(&*collection.url),
@@ -282,12 +407,188 @@ pub async fn count_objects(
         &format!("list {resource}"),
     )
     .await?;
-    let list: Value = serde_json::from_slice(body.as_ref())
-        .with_context(|| format!("parse the {resource} list"))?;
-    Ok(list
-        .get("items")
+    serde_json::from_slice(body.as_ref()).with_context(|| format!("parse the {resource} list"))
+}
+
+/// The objects of a list.
+pub fn items(list: &Value) -> &[Value] {
+    list.get("items")
         .and_then(Value::as_array)
-        .map_or(0, Vec::len))
+        .map_or(&[], Vec::as_slice)
+}
+
+/// How many objects a collection holds (terminating ones included).
+pub async fn count_objects(
+    client: &reqwest::Client,
+    collection: &Collection,
+) -> anyhow::Result<usize> {
+    Ok(items(&list(client, collection).await?).len())
+}
+
+/// Where a [`Watch`] starts.
+#[derive(Clone, Copy, Debug)]
+pub enum WatchFrom<'a> {
+    /// Only the object of this name, beginning with an `ADDED` event for it if it exists.
+    Named(&'a str),
+    /// Every object of the collection, changes after this resourceVersion only (that of a
+    /// list: no events for what the list already showed, and none missed in between).
+    After(&'a str),
+}
+
+/// The URL of a watch on the collection at `list_url`, which the server ends after
+/// `timeout_seconds`.
+fn watch_url(list_url: &str, from: WatchFrom<'_>, timeout_seconds: u64) -> String {
+    let start = match from {
+        WatchFrom::Named(name) => format!("fieldSelector=metadata.name%3D{name}"),
+        WatchFrom::After(resource_version) => format!("resourceVersion={resource_version}"),
+    };
+    format!("{list_url}?watch=true&{start}&timeoutSeconds={timeout_seconds}")
+}
+
+/// A watch on a collection, read one newline-delimited JSON event at a time.
+pub struct Watch {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Watch {
+    /// Opens a watch on the collection at `list_url` (`…/namespaces` or
+    /// `…/namespaces/<ns>/configmaps`) that lasts at least `limit`.
+    pub async fn open(
+        client: &reqwest::Client,
+        list_url: &str,
+        from: WatchFrom<'_>,
+        limit: Duration,
+    ) -> anyhow::Result<Watch> {
+        // The server ends the watch at timeoutSeconds; the client gives it a little longer
+        // than that (the client's default 30 s cap would otherwise cut long waits short).
+        let request = client
+            .get(watch_url(list_url, from, limit.as_secs().max(1)))
+            .timeout(limit + Duration::from_secs(10));
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("open a watch on {list_url}"))?;
+        if response.status() != StatusCode::OK {
+            bail!("the watch on {list_url} answered {}", response.status());
+        }
+        Ok(Watch {
+            response,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// Opens a watch on the one object `name` and waits, for at most `within`, for its
+    /// initial `ADDED` event: once that arrived the watch is known to be registered, so no
+    /// later change can be missed.
+    pub async fn open_named(
+        client: &reqwest::Client,
+        list_url: &str,
+        name: &str,
+        limit: Duration,
+        within: Duration,
+    ) -> anyhow::Result<Watch> {
+        let mut watch = Watch::open(client, list_url, WatchFrom::Named(name), limit).await?;
+        match tokio::time::timeout(within, watch.next()).await {
+            Ok(Ok(Some((kind, _)))) if kind == "ADDED" => Ok(watch),
+            Ok(Ok(Some((kind, object)))) => {
+                bail!("the watch on {name} began with {kind} instead of ADDED: {object}")
+            }
+            Ok(Ok(None)) => bail!("the watch on {name} ended before its first event"),
+            Ok(Err(error)) => Err(error),
+            Err(_) => bail!("no initial event on the watch on {name} within {within:?}"),
+        }
+    }
+
+    /// The next event's type and object; None when the stream ends.
+    pub async fn next(&mut self) -> anyhow::Result<Option<(String, Value)>> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                let mut event: Value =
+                    serde_json::from_slice(&line).context("parse a watch event")?;
+                let kind = event["type"].as_str().unwrap_or_default().to_string();
+                return Ok(Some((kind, event["object"].take())));
+            }
+            match self.response.chunk().await.context("read the watch")? {
+                Some(chunk) => self.buffer.extend_from_slice(&chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Polling step of [`poll_until_gone`].
+const POLL: Duration = Duration::from_millis(5);
+
+/// Polls `GET object_url` every 5 ms until it answers 404 or `deadline` passes; `what` names
+/// the object in errors.
+pub async fn poll_until_gone(
+    client: &reqwest::Client,
+    object_url: &str,
+    what: &str,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    loop {
+        let response = client
+            .get(object_url)
+            .send()
+            .await
+            .with_context(|| format!("GET {what}"))?;
+        let status = response.status();
+        response
+            .bytes()
+            .await
+            .with_context(|| format!("read {what}"))?;
+        match status {
+            StatusCode::NOT_FOUND => return Ok(()),
+            StatusCode::OK => {}
+            other => bail!("GET {what} answered {other}"),
+        }
+        if Instant::now() >= deadline {
+            bail!("{what} still exists at the time limit");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until `watch`, a [`WatchFrom::Named`] watch on the object at `object_url`, delivers
+/// its `DELETED` event, for at most `limit` after `started`. Should the watch end or fail
+/// first, polls `GET` until 404 instead, and says so on stderr under `scenario`. Returns how
+/// the deletion was seen: "watch" or "poll".
+pub async fn wait_until_deleted(
+    watch: &mut Watch,
+    client: &reqwest::Client,
+    object_url: &str,
+    what: &str,
+    started: Instant,
+    limit: Duration,
+    scenario: &str,
+) -> anyhow::Result<&'static str> {
+    let deadline = started + limit;
+    loop {
+        let event = match tokio::time::timeout_at(deadline.into(), watch.next()).await {
+            Ok(event) => event,
+            Err(_) => bail!("{what} still exists {limit:?} after its DELETE"),
+        };
+        match event {
+            Ok(Some((kind, _))) if kind == "DELETED" => return Ok("watch"),
+            Ok(Some((kind, object))) if kind == "ERROR" => {
+                eprintln!(
+                    "[{scenario}] the watch on {what} failed ({object}); polling GET instead"
+                );
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) => eprintln!("[{scenario}] the watch on {what} ended; polling GET instead"),
+            Err(error) => {
+                eprintln!(
+                    "[{scenario}] the watch on {what} failed ({error:#}); polling GET instead"
+                )
+            }
+        }
+        poll_until_gone(client, object_url, what, deadline).await?;
+        return Ok("poll");
+    }
 }
 
 /// The CRD behind [`Kind::Widget`]: namespaced, one served and stored version, and a small
@@ -377,7 +678,8 @@ mod tests {
     #[test]
     fn manifests_put_the_payload_where_each_kind_keeps_it() {
         let configmap: Value =
-            serde_json::from_str(&Kind::ConfigMap.manifest("cm-7", &[FINALIZER], "abc")).unwrap();
+            serde_json::from_str(&Kind::ConfigMap.manifest("cm-7", &[FINALIZER], None, "abc"))
+                .unwrap();
         assert_eq!(
             configmap,
             json!({
@@ -388,7 +690,7 @@ mod tests {
             })
         );
         let widget: Value =
-            serde_json::from_str(&Kind::Widget.manifest("widget-7", &[], "abc")).unwrap();
+            serde_json::from_str(&Kind::Widget.manifest("widget-7", &[], None, "abc")).unwrap();
         assert_eq!(
             widget,
             json!({
@@ -398,6 +700,82 @@ mod tests {
                 "spec": {"payload": "abc"},
             })
         );
+    }
+
+    fn owner(name: &str, uid: &str, block_owner_deletion: bool) -> OwnerRef {
+        OwnerRef {
+            kind: Kind::ConfigMap,
+            name: name.into(),
+            uid: uid.into(),
+            block_owner_deletion,
+        }
+    }
+
+    #[test]
+    fn owned_objects_carry_one_owner_reference() {
+        let blocking = owner("middle-3", "u-3", true);
+        let leaf: Value =
+            serde_json::from_str(&Kind::ConfigMap.manifest("cm-13", &[], Some(&blocking), "x"))
+                .unwrap();
+        assert_eq!(
+            leaf,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "cm-13",
+                    "ownerReferences": [{
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "middle-3",
+                        "uid": "u-3",
+                        "blockOwnerDeletion": true,
+                    }],
+                },
+                "data": {"payload": "x"},
+            })
+        );
+        let widget_owner = OwnerRef {
+            kind: Kind::Widget,
+            ..owner("w", "u-w", false)
+        };
+        assert_eq!(
+            widget_owner.to_json(),
+            json!({"apiVersion": "bench.finale.dev/v1", "kind": "Widget", "name": "w", "uid": "u-w"})
+        );
+    }
+
+    #[test]
+    fn owners_are_dealt_round_robin() {
+        assert_eq!(Owners::none().of(0), None);
+        let one = Owners::round_robin(vec![owner("owner", "u", false)]);
+        assert_eq!(one.of(0).unwrap().name, "owner");
+        assert_eq!(one.of(9_999).unwrap().name, "owner");
+        let three = Owners::round_robin(vec![
+            owner("m-0", "u0", true),
+            owner("m-1", "u1", true),
+            owner("m-2", "u2", true),
+        ]);
+        let names: Vec<_> = (0..7).map(|i| three.of(i).unwrap().name.as_str()).collect();
+        assert_eq!(names, ["m-0", "m-1", "m-2", "m-0", "m-1", "m-2", "m-0"]);
+    }
+
+    #[test]
+    fn watches_select_one_name_or_start_after_a_list() {
+        let configmaps = "https://h:1/api/v1/namespaces/ns/configmaps";
+        assert_eq!(
+            watch_url(configmaps, WatchFrom::Named("root"), 70),
+            "https://h:1/api/v1/namespaces/ns/configmaps?watch=true\
+             &fieldSelector=metadata.name%3Droot&timeoutSeconds=70"
+        );
+        assert_eq!(
+            watch_url(configmaps, WatchFrom::After("1234"), 80),
+            "https://h:1/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=1234\
+             &timeoutSeconds=80"
+        );
+        let list = json!({"metadata": {"resourceVersion": "5"}, "items": [{}, {}]});
+        assert_eq!(items(&list).len(), 2);
+        assert!(items(&json!({"metadata": {}})).is_empty());
     }
 
     #[test]

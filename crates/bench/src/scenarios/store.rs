@@ -211,6 +211,8 @@ mod tests {
             teardown_sizes: Vec::new(),
             teardown_custom_resources: 0,
             finalizer_objects: 0,
+            gc_dependents: 0,
+            gc_leaves: 0,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
         run(&settings, &mut report, false).await.unwrap();
