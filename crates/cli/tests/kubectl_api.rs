@@ -337,9 +337,17 @@ fn get_prints_the_columns_users_expect() {
     // -A adds the namespace from each row's object metadata; --show-labels its labels.
     let rows = table(&env.ok(&["get", "deployments", "-A", "--show-labels"]));
     assert_eq!(rows[0][0], "NAMESPACE", "{rows:?}");
-    assert_eq!(rows[0].last().map(String::as_str), Some("LABELS"), "{rows:?}");
+    assert_eq!(
+        rows[0].last().map(String::as_str),
+        Some("LABELS"),
+        "{rows:?}"
+    );
     assert_eq!(rows[1][..2], ["default", "web"], "{rows:?}");
-    assert_eq!(rows[1].last().map(String::as_str), Some("app=web"), "{rows:?}");
+    assert_eq!(
+        rows[1].last().map(String::as_str),
+        Some("app=web"),
+        "{rows:?}"
+    );
 }
 
 #[test]
