@@ -556,9 +556,29 @@ impl Catalog {
     }
 
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.all()
-            .into_iter()
-            .find(|t| t.group == group && t.version == version && t.plural == plural)
+        self.find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    /// Any served version of `group`/`plural`: they all share one storage prefix.
+    pub fn lookup_resource(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.find(|t| t.group == group && t.plural == plural)
+    }
+
+    /// The type serving `kind` at `apiVersion` (`v1`, `apps/v1`).
+    pub fn lookup_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.find(|t| t.group == group && t.version == version && t.kind == kind)
+    }
+
+    /// The first type matching `wanted`, read under the lock (no copy of the whole list:
+    /// the garbage collector looks types up on every change).
+    fn find(&self, wanted: impl Fn(&ResourceType) -> bool) -> Option<Arc<ResourceType>> {
+        self.types
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .find(|t| wanted(t))
+            .cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<ResourceType>> {

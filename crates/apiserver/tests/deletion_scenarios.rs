@@ -15,7 +15,7 @@ mod common;
 
 use chrono::{DateTime, Utc};
 use common::TestServer;
-use common::raw::{Http, rv};
+use common::raw::{Http, rv, uid};
 use serde_json::{Value, json};
 
 /// The namespace every scenario runs in.
@@ -50,13 +50,6 @@ async fn setup_with(garbage_collector: bool) -> (TestServer, Http) {
     .await
     .expect(201);
     (server, http)
-}
-
-fn uid(object: &Value) -> String {
-    object["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no uid in {object}"))
-        .to_string()
 }
 
 /// The object without `metadata.resourceVersion`.

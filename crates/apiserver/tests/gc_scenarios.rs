@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::raw::{Http, rv};
+use common::raw::{Http, rv, uid};
 use common::{TestServer, WAIT};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
@@ -26,13 +26,6 @@ async fn setup() -> (TestServer, Http) {
     .await
     .expect(201);
     (server, http)
-}
-
-fn uid(object: &Value) -> String {
-    object["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no uid in {object}"))
-        .to_string()
 }
 
 fn owner_ref(kind: &str, owner: &Value, block: bool) -> Value {

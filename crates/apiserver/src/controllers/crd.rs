@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::enqueue_after;
 use crate::crd::definition;
 use crate::object;
 use crate::registry::{DeleteOptions, ListOptions, Registry, Subresource, WriteOptions};
@@ -137,14 +138,6 @@ async fn run(registry: Arc<Registry>, shutdown: CancellationToken) {
             }
         }
     }
-}
-
-fn enqueue_after(queue: &mpsc::UnboundedSender<String>, name: String, delay: Duration) {
-    let queue = queue.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        let _ = queue.send(name);
-    });
 }
 
 async fn watch_crds(registry: &Registry) -> ApiResult<crate::watch_cache::WatchStream> {
@@ -382,12 +375,7 @@ where
 async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiResult<Outcome> {
     let name = object::name(crd).to_string();
     let (group, plural) = group_and_plural(crd);
-    let Some(instances) = registry
-        .catalog()
-        .all()
-        .into_iter()
-        .find(|t| t.group == group && t.plural == plural)
-    else {
+    let Some(instances) = registry.catalog().lookup_resource(&group, &plural) else {
         // Never served (names not accepted): nothing can exist.
         return finish_cleanup(registry, crds, &name).await;
     };

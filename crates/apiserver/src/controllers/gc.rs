@@ -220,11 +220,7 @@ fn type_of_key(registry: &Registry, key: &str) -> Option<Arc<ResourceType>> {
     if plural == "events" {
         return None;
     }
-    registry
-        .catalog()
-        .all()
-        .into_iter()
-        .find(|t| t.group == group && t.plural == plural)
+    registry.catalog().lookup_resource(group, plural)
 }
 
 fn owner_refs(object: &Value) -> Vec<OwnerRef> {
@@ -529,15 +525,7 @@ impl Collector {
 
     /// The served type of an identity, by apiVersion and kind.
     fn type_for(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
-        let (group, version) = match api_version.rsplit_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", api_version),
-        };
-        self.registry
-            .catalog()
-            .all()
-            .into_iter()
-            .find(|t| t.group == group && t.version == version && t.kind == kind)
+        self.registry.catalog().lookup_kind(api_version, kind)
     }
 
     /// Reads the object an identity names; None when it is not there.

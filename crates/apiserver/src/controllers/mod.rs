@@ -5,3 +5,21 @@ pub mod crd;
 pub mod events;
 pub mod gc;
 pub mod namespace;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+/// Puts `name` back on a controller's work queue after `delay` (at once when it is zero).
+/// The timer holds only the queue, so it never keeps the registry alive past shutdown.
+fn enqueue_after(queue: &mpsc::UnboundedSender<String>, name: String, delay: Duration) {
+    if delay.is_zero() {
+        let _ = queue.send(name);
+        return;
+    }
+    let queue = queue.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let _ = queue.send(name);
+    });
+}

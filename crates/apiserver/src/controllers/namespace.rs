@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::enqueue_after;
 use crate::deletion::NAMESPACE_FINALIZER;
 use crate::object;
 use crate::registry::{DeleteOptions, ListOptions, Registry, Subresource, WriteOptions};
@@ -150,18 +151,6 @@ async fn run(
             }
         }
     }
-}
-
-fn enqueue_after(queue: &mpsc::UnboundedSender<String>, name: String, delay: Duration) {
-    if delay.is_zero() {
-        let _ = queue.send(name);
-        return;
-    }
-    let queue = queue.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        let _ = queue.send(name);
-    });
 }
 
 async fn watch_namespaces(registry: &Registry) -> ApiResult<crate::watch_cache::WatchStream> {

@@ -472,11 +472,7 @@ impl ResourceRequest<'_> {
         let replicas = scale::requested_replicas(&requested)?;
         let pinned = crate::object::meta_str(&requested, "resourceVersion")
             .filter(|rv| !rv.is_empty())
-            .map(|rv| {
-                rv.parse::<i64>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid metadata.resourceVersion {rv:?}"))
-                })
-            })
+            .map(|rv| crate::registry::parse_resource_version(rv, "metadata.resourceVersion"))
             .transpose()?;
         let resource = self.resource;
         let updated = self

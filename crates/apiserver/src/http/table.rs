@@ -52,16 +52,6 @@ pub fn response(code: StatusCode, resource: &ResourceType, body: &Value) -> Resp
         .into_response()
 }
 
-/// Humanises a creation timestamp as kubectl shows ages: `45s`, `3m12s`, `5h`, `2d3h`;
-/// `<unknown>` when there is no (readable) timestamp.
-#[allow(
-    dead_code,
-    reason = "part of this module's surface for other printers; the Tables age rows with one clock"
-)]
-pub fn age(timestamp: Option<&str>) -> String {
-    Clock { now: Utc::now() }.since(timestamp)
-}
-
 /// Upstream's `duration.HumanDuration` for a whole number of seconds (truncated towards
 /// zero): two or three significant figures, finer units while they still matter.
 pub fn human_duration(seconds: i64) -> String {
@@ -1347,7 +1337,6 @@ mod tests {
         assert_eq!(clock.since(None), "<unknown>");
         assert_eq!(clock.since(Some("")), "<unknown>");
         assert_eq!(clock.since(Some("yesterday")), "<unknown>");
-        assert_eq!(age(None), "<unknown>");
     }
 
     // --- table shape --------------------------------------------------------------------------

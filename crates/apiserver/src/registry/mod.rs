@@ -187,7 +187,7 @@ fn encode(object: &Value) -> ApiResult<Vec<u8>> {
     Ok(bytes)
 }
 
-fn parse_resource_version(value: &str, what: &str) -> ApiResult<Revision> {
+pub(crate) fn parse_resource_version(value: &str, what: &str) -> ApiResult<Revision> {
     value.parse::<Revision>().ok().filter(|rv| *rv >= 0).ok_or_else(|| {
         ApiError::bad_request(format!(
             "invalid {what} {value:?}: a resourceVersion is a decimal number returned by the server"

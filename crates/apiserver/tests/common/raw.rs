@@ -12,6 +12,14 @@ use super::{TestServer, WAIT, within};
 /// How long a watch must stay silent for "no event".
 pub const QUIET: Duration = Duration::from_millis(300);
 
+/// An object's `metadata.uid`.
+pub fn uid(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no uid in {object}"))
+        .to_string()
+}
+
 /// An object's `metadata.resourceVersion` as a number.
 pub fn rv(object: &Value) -> i64 {
     object["metadata"]["resourceVersion"]
