@@ -377,7 +377,7 @@ async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiR
     let (group, plural) = group_and_plural(crd);
     let Some(instances) = registry.catalog().lookup_resource(&group, &plural) else {
         // Never served (names not accepted): nothing can exist.
-        return finish_cleanup(registry, crds, &name).await;
+        return finish_cleanup(registry, crds, crd).await;
     };
     write_status(registry, crds, &name, |status| {
         set_condition(
@@ -460,14 +460,15 @@ async fn clean_up(registry: &Registry, crds: &ResourceType, crd: &Value) -> ApiR
             prefix: instances.key_prefix(),
         });
     }
-    finish_cleanup(registry, crds, &name).await
+    finish_cleanup(registry, crds, crd).await
 }
 
 async fn finish_cleanup(
     registry: &Registry,
     crds: &ResourceType,
-    name: &str,
+    crd: &Value,
 ) -> ApiResult<Outcome> {
+    let name = object::name(crd);
     write_status(registry, crds, name, |status| {
         set_condition(
             status,
@@ -478,6 +479,15 @@ async fn finish_cleanup(
         )
     })
     .await?;
+    // When ours is the last finalizer, removing it deletes the CRD. The routes go first, so
+    // that a client who sees the CRD gone never finds its instances still served; should the
+    // removal fail, the retried sync registers them again.
+    if object::finalizers(crd)
+        .iter()
+        .all(|f| f == CLEANUP_FINALIZER)
+    {
+        unregister(registry, crd);
+    }
     let result = registry
         .guarded_update(
             crds,
