@@ -1,0 +1,2 @@
+//! The Finale operator toolkit, on kube-rs.
+pub mod leader;

@@ -1,0 +1,2 @@
+//! The Database operator.
+pub mod postgres;

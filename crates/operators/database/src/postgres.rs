@@ -1,0 +1,1 @@
+//! The PostgreSQL side of the Database operator.
