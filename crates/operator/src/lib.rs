@@ -1,2 +1,8 @@
 //! The Finale operator toolkit, on kube-rs.
+pub mod backoff;
+pub mod condition;
+pub mod finalizers;
 pub mod leader;
+pub mod metrics;
+pub mod policy;
+pub mod runtime;

@@ -1,0 +1,687 @@
+//! The reconcile loop that every Finale operator runs: finalizers first, then *apply* while the
+//! object lives, then the ordered *cleanup* steps once it is terminating, with per-object
+//! backoff, the `Deleting` condition, Events, metrics and leader election around it.
+//!
+//! An operator supplies a [`Reconciler`]; [`run`] drives it with kube-runtime's `Controller`
+//! (watch, cache, per-object serialisation, requeues) for as long as this process is the leader.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::{Attempts, Backoff, RateLimits};
+use crate::condition::{self, DELETING, DeletionProgress};
+use crate::finalizers::{self, ScopedApi, api_of};
+use crate::leader::{LeaderElector, LeaseConfig};
+use crate::metrics::Metrics;
+use crate::policy::{self, DeletionPolicy};
+
+/// What *apply* asks for next.
+#[derive(Debug)]
+pub enum Applied {
+    /// Converged; look again after the resync period (to repair drift).
+    Ready,
+    /// Not converged yet (something is being created); look again after this long.
+    RequeueAfter(Duration),
+    /// Nothing to do until the object changes (for example an invalid spec, already reported).
+    AwaitChange,
+}
+
+/// What one cleanup step reports.
+#[derive(Debug)]
+pub enum Cleanup {
+    /// The external resource is gone (or was never there): the finalizer may go.
+    Done,
+    /// The step has started but is not finished; keep the finalizer and look again.
+    InProgress {
+        waiting_for: String,
+        check_after: Duration,
+    },
+}
+
+/// An operator's logic; the toolkit does the rest.
+///
+/// Both callbacks must be idempotent: either may run many times for the same state, after a
+/// crash, a lost leadership or a conflict. `cleanup` must cope with `apply` never having run,
+/// and must treat "already gone" as [`Cleanup::Done`].
+pub trait Reconciler: Send + Sync + 'static {
+    type Resource: Resource<DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static;
+
+    /// The controller's short name: the `controller` label of metrics, the Lease and Event
+    /// reporter names.
+    fn name(&self) -> &'static str;
+
+    /// This controller's finalizers, in cleanup order: the first is cleaned up (and removed)
+    /// first, the next only once it is gone.
+    fn finalizers(&self) -> &'static [&'static str];
+
+    /// The deletion policy the object's spec asks for, if it has such a field.
+    fn deletion_policy(&self, _object: &Self::Resource) -> Option<DeletionPolicy> {
+        None
+    }
+
+    /// Converges the external world on the object's spec, and writes the object's status.
+    fn apply(
+        &self,
+        object: Arc<Self::Resource>,
+        context: &Context,
+    ) -> impl Future<Output = anyhow::Result<Applied>> + Send;
+
+    /// Removes the external resource `finalizer` stands for.
+    fn cleanup(
+        &self,
+        finalizer: &str,
+        object: Arc<Self::Resource>,
+        context: &Context,
+    ) -> impl Future<Output = anyhow::Result<Cleanup>> + Send;
+
+    /// Adds the watches of related kinds (`owns`, `watches`) whose changes should reconcile
+    /// an object.
+    fn watches(
+        &self,
+        controller: Controller<Self::Resource>,
+        _client: &Client,
+    ) -> Controller<Self::Resource> {
+        controller
+    }
+}
+
+/// What the callbacks get besides the object.
+pub struct Context {
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    pub rate_limits: Arc<RateLimits>,
+    recorder: Recorder,
+}
+
+impl Context {
+    /// Publishes a Kubernetes Event about `object`; failure to publish is logged, not fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        kind: EventType,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) {
+        let mut note: String = note.into();
+        // events.k8s.io limits the note to 1 kB.
+        if note.len() > 1000 {
+            let mut end = 1000;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
+        let event = Event {
+            type_: kind,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .recorder
+            .publish(&event, &object.object_ref(&()))
+            .await
+        {
+            tracing::debug!(%error, reason, "could not publish an event");
+        }
+    }
+}
+
+/// How a controller runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub backoff: Backoff,
+    /// Reconciliations in flight at once (each object is only ever reconciled by one).
+    pub concurrency: u16,
+    /// How often a converged object is looked at again to repair drift.
+    pub resync: Duration,
+    /// Leader election; `None` runs without it (a single replica).
+    pub leader_election: Option<LeaseConfig>,
+    /// This replica's name in Events and the Lease.
+    pub identity: String,
+}
+
+impl Settings {
+    pub fn new(identity: impl Into<String>) -> Settings {
+        Settings {
+            backoff: Backoff::default(),
+            concurrency: 32,
+            resync: Duration::from_secs(600),
+            leader_election: None,
+            identity: identity.into(),
+        }
+    }
+}
+
+struct Shared<R: Reconciler> {
+    reconciler: R,
+    context: Context,
+    settings: Settings,
+    attempts: Attempts,
+    /// The current term's cache, for the terminating-objects gauge.
+    store: std::sync::RwLock<Option<Store<R::Resource>>>,
+}
+
+impl<R: Reconciler> Shared<R> {
+    fn controller(&self) -> Controller<R::Resource> {
+        let api: Api<R::Resource> = Api::all(self.context.client.clone());
+        let controller = Controller::new(api, watcher::Config::default()).with_config(
+            kube::runtime::controller::Config::default().concurrency(self.settings.concurrency),
+        );
+        let controller = self.reconciler.watches(controller, &self.context.client);
+        *self.store.write().unwrap_or_else(|e| e.into_inner()) = Some(controller.store());
+        controller
+    }
+}
+
+/// The toolkit's own failures (API calls it makes around the callbacks).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("updating the finalizers of {object}: {source}")]
+    Finalizers {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Runs `reconciler` until `shutdown` fires: waits for leadership (if configured), reconciles
+/// while leading, and stands by again if leadership is lost. In-flight reconciliations are
+/// allowed to finish before it returns.
+pub async fn run<R>(
+    client: Client,
+    reconciler: R,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    rate_limits: Arc<RateLimits>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()>
+where
+    R: Reconciler,
+    <R::Resource as Resource>::Scope: ScopedApi,
+{
+    let name = reconciler.name();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: format!("finale-{name}-operator"),
+            instance: Some(settings.identity.clone()),
+        },
+    );
+    let elector = settings
+        .leader_election
+        .clone()
+        .map(|lease| LeaderElector::new(client.clone(), lease));
+    let shared = Arc::new(Shared {
+        reconciler,
+        context: Context {
+            client,
+            metrics,
+            rate_limits,
+            recorder,
+        },
+        settings,
+        attempts: Attempts::default(),
+        store: std::sync::RwLock::new(None),
+    });
+    loop {
+        let leadership = match &elector {
+            Some(elector) => match elector.acquire(&shutdown).await? {
+                Some(leadership) => Some(leadership),
+                None => return Ok(()),
+            },
+            None => None,
+        };
+        shared.context.metrics.set_leader(name, true);
+        tracing::info!(controller = name, "reconciling");
+        let stop = shutdown.child_token();
+        let lost = leadership.as_ref().map(|l| l.lost());
+        let trigger = {
+            let stop = stop.clone();
+            async move {
+                match lost {
+                    Some(lost) => {
+                        tokio::select! {
+                            _ = stop.cancelled() => {}
+                            _ = lost.cancelled() => {}
+                        }
+                    }
+                    None => stop.cancelled().await,
+                }
+            }
+        };
+        // kube's Controller runs once; each term of leadership starts a fresh one (and cache).
+        let controller = shared.controller();
+        let shared_for_run = Arc::clone(&shared);
+        controller
+            .graceful_shutdown_on(trigger)
+            .run(reconcile::<R>, error_policy::<R>, shared_for_run)
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(controller = name, %error, "controller stream");
+                }
+            })
+            .await;
+        shared.context.metrics.set_leader(name, false);
+        if shutdown.is_cancelled() {
+            if let Some(leadership) = leadership {
+                leadership.release().await;
+            }
+            tracing::info!(controller = name, "stopped");
+            return Ok(());
+        }
+        tracing::warn!(
+            controller = name,
+            "leadership lost; stopped reconciling and standing by"
+        );
+    }
+}
+
+/// The key attempts are counted under: the uid, so a re-created object starts afresh.
+fn object_key<K: Resource>(object: &K) -> String {
+    object
+        .meta()
+        .uid
+        .clone()
+        .unwrap_or_else(|| object.meta().name.clone().unwrap_or_default())
+}
+
+fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    let kind = K::kind(&());
+    match object.meta().namespace.as_deref() {
+        Some(namespace) => format!(
+            "{kind} {namespace}/{}",
+            object.meta().name.as_deref().unwrap_or_default()
+        ),
+        None => format!("{kind} {}", object.meta().name.as_deref().unwrap_or_default()),
+    }
+}
+
+/// A pass through the loop: what to do next, and whether it counts as an error.
+struct Pass {
+    action: Action,
+    failed: bool,
+}
+
+impl Pass {
+    fn ok(action: Action) -> Pass {
+        Pass {
+            action,
+            failed: false,
+        }
+    }
+}
+
+async fn reconcile<R>(object: Arc<R::Resource>, shared: Arc<Shared<R>>) -> Result<Action, Error>
+where
+    R: Reconciler,
+    <R::Resource as Resource>::Scope: ScopedApi,
+{
+    let started = Instant::now();
+    let name = shared.reconciler.name();
+    let result = if object.meta().deletion_timestamp.is_some() {
+        finalize(&object, &shared).await
+    } else {
+        converge(object, &shared).await
+    };
+    let failed = result.as_ref().map_or(true, |pass| pass.failed);
+    shared
+        .context
+        .metrics
+        .reconciled(name, started.elapsed(), failed);
+    update_terminating_gauge(&shared);
+    result.map(|pass| pass.action)
+}
+
+fn error_policy<R>(object: Arc<R::Resource>, error: &Error, shared: Arc<Shared<R>>) -> Action
+where
+    R: Reconciler,
+{
+    let attempt = shared.attempts.failed(&object_key(&*object));
+    let delay = shared.settings.backoff.delay(attempt);
+    tracing::warn!(
+        controller = shared.reconciler.name(),
+        object = %describe(&*object),
+        %error,
+        attempt,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+fn update_terminating_gauge<R: Reconciler>(shared: &Shared<R>) {
+    let ours = shared.reconciler.finalizers();
+    let count = shared
+        .store
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map_or(0, |store| {
+            store
+                .state()
+                .iter()
+                .filter(|o| {
+                    o.meta().deletion_timestamp.is_some()
+                        && o.finalizers().iter().any(|f| ours.contains(&f.as_str()))
+                })
+                .count()
+        });
+    shared
+        .context
+        .metrics
+        .set_terminating(shared.reconciler.name(), count);
+}
+
+/// A live object: make sure it carries every finalizer, then let the operator converge.
+async fn converge<R>(object: Arc<R::Resource>, shared: &Shared<R>) -> Result<Pass, Error>
+where
+    R: Reconciler,
+    <R::Resource as Resource>::Scope: ScopedApi,
+{
+    let context = &shared.context;
+    let key = object_key(&*object);
+    let current = object.meta().finalizers.as_deref();
+    let object = match finalizers::add_patch(current, shared.reconciler.finalizers()) {
+        Some(patch) => {
+            let api = api_of(context.client.clone(), &*object);
+            match finalizers::send(&api, &*object, patch).await {
+                Ok(updated) => Arc::new(updated),
+                // Changed under us, or deleted meanwhile: the watch brings the new state.
+                Err(error) if finalizers::is_conflict(&error) || is_not_found(&error) => {
+                    return Ok(Pass::ok(Action::requeue(Duration::from_millis(200))));
+                }
+                Err(source) => {
+                    return Err(Error::Finalizers {
+                        object: describe(&*object),
+                        source,
+                    });
+                }
+            }
+        }
+        None => object,
+    };
+    match shared.reconciler.apply(Arc::clone(&object), context).await {
+        Ok(applied) => {
+            shared.attempts.succeeded(&key);
+            Ok(Pass::ok(match applied {
+                Applied::Ready => Action::requeue(shared.settings.resync),
+                Applied::RequeueAfter(after) => Action::requeue(after),
+                Applied::AwaitChange => Action::await_change(),
+            }))
+        }
+        Err(error) => {
+            let attempt = shared.attempts.failed(&key);
+            let delay = shared.settings.backoff.delay(attempt);
+            tracing::warn!(
+                controller = shared.reconciler.name(),
+                object = %describe(&*object),
+                error = format!("{error:#}"),
+                attempt,
+                retry_in = ?delay,
+                "apply failed"
+            );
+            context
+                .event(
+                    &*object,
+                    EventType::Warning,
+                    "ReconcileFailed",
+                    "Reconcile",
+                    format!("{error:#}"),
+                )
+                .await;
+            Ok(Pass {
+                action: Action::requeue(delay),
+                failed: true,
+            })
+        }
+    }
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// A terminating object: run the first remaining cleanup step (or orphan), and remove its
+/// finalizer only once the step reports done.
+async fn finalize<R>(object: &Arc<R::Resource>, shared: &Shared<R>) -> Result<Pass, Error>
+where
+    R: Reconciler,
+    <R::Resource as Resource>::Scope: ScopedApi,
+{
+    let context = &shared.context;
+    let declared = shared.reconciler.finalizers();
+    let present = object.finalizers();
+    let remaining: Vec<&str> = declared
+        .iter()
+        .copied()
+        .filter(|f| present.iter().any(|p| p == f))
+        .collect();
+    let key = object_key(&**object);
+    let Some(&step) = remaining.first() else {
+        shared.attempts.succeeded(&key);
+        return Ok(Pass::ok(Action::await_change()));
+    };
+    let api = api_of(context.client.clone(), &**object);
+    let policy = match policy::effective(
+        object.annotations(),
+        shared.reconciler.deletion_policy(object),
+    ) {
+        Ok(policy) => policy,
+        Err(message) => {
+            let progress = DeletionProgress {
+                step: step.to_string(),
+                attempts: 0,
+                last_error: Some(message.clone()),
+                next_retry: None,
+            };
+            write_deleting(&api, &**object, "InvalidDeletionPolicy", &message, Some(progress))
+                .await;
+            context
+                .event(
+                    &**object,
+                    EventType::Warning,
+                    "InvalidDeletionPolicy",
+                    "Delete",
+                    message,
+                )
+                .await;
+            return Ok(Pass::ok(Action::await_change()));
+        }
+    };
+    if policy == DeletionPolicy::Orphan {
+        let Some(patch) = finalizers::remove_all_patch(present, declared) else {
+            return Ok(Pass::ok(Action::await_change()));
+        };
+        return match finalizers::send(&api, &**object, patch).await {
+            Ok(_) => {
+                shared.attempts.succeeded(&key);
+                context
+                    .event(
+                        &**object,
+                        EventType::Normal,
+                        "Orphaned",
+                        "Delete",
+                        format!(
+                            "deletion policy Orphan: external resources left in place ({})",
+                            remaining.join(", ")
+                        ),
+                    )
+                    .await;
+                Ok(Pass::ok(Action::await_change()))
+            }
+            Err(error) if finalizers::is_conflict(&error) || is_not_found(&error) => {
+                Ok(Pass::ok(Action::requeue(Duration::from_millis(200))))
+            }
+            Err(source) => Err(Error::Finalizers {
+                object: describe(&**object),
+                source,
+            }),
+        };
+    }
+    let position = declared.iter().position(|f| *f == step).unwrap_or(0) + 1;
+    let step_label = format!("step {position}/{} {step}", declared.len());
+    let started = Instant::now();
+    let outcome = shared
+        .reconciler
+        .cleanup(step, Arc::clone(object), context)
+        .await;
+    let name = shared.reconciler.name();
+    context
+        .metrics
+        .cleanup_ran(name, step, started.elapsed(), outcome.is_err());
+    match outcome {
+        Ok(Cleanup::Done) => {
+            shared.attempts.succeeded(&key);
+            let Some(patch) = finalizers::remove_patch(present, step) else {
+                return Ok(Pass::ok(Action::await_change()));
+            };
+            match finalizers::send(&api, &**object, patch).await {
+                Ok(_) => {}
+                Err(error) if finalizers::is_conflict(&error) => {
+                    return Ok(Pass::ok(Action::requeue(Duration::from_millis(200))));
+                }
+                Err(error) if is_not_found(&error) => {
+                    return Ok(Pass::ok(Action::await_change()));
+                }
+                Err(source) => {
+                    return Err(Error::Finalizers {
+                        object: describe(&**object),
+                        source,
+                    });
+                }
+            }
+            tracing::info!(controller = name, object = %describe(&**object), step, "cleanup step done");
+            let (reason, note) = if remaining.len() == 1 {
+                (
+                    "CleanupComplete",
+                    "every cleanup step is done; the finalizers are removed".to_string(),
+                )
+            } else {
+                ("CleanupStepDone", format!("{step_label} done"))
+            };
+            context
+                .event(&**object, EventType::Normal, reason, "Delete", note)
+                .await;
+            // Removing the finalizer changes the object: the watch brings the next step.
+            Ok(Pass::ok(Action::await_change()))
+        }
+        Ok(Cleanup::InProgress {
+            waiting_for,
+            check_after,
+        }) => {
+            shared.attempts.succeeded(&key);
+            let next = retry_time(check_after);
+            let message = format!(
+                "{step_label} in progress: {waiting_for}; checking again at {next}"
+            );
+            let progress = DeletionProgress {
+                step: step.to_string(),
+                attempts: 0,
+                last_error: None,
+                next_retry: Some(next),
+            };
+            write_deleting(&api, &**object, "CleanupInProgress", &message, Some(progress)).await;
+            Ok(Pass::ok(Action::requeue(check_after)))
+        }
+        Err(error) => {
+            let attempt = shared.attempts.failed(&key);
+            let delay = shared.settings.backoff.delay(attempt);
+            let next = retry_time(delay);
+            let error_text = format!("{error:#}");
+            let message = format!(
+                "{step_label} failed (attempt {attempt}): {error_text}; next retry at {next}"
+            );
+            tracing::warn!(
+                controller = name,
+                object = %describe(&**object),
+                step,
+                attempt,
+                error = %error_text,
+                retry_in = ?delay,
+                "cleanup failed"
+            );
+            let progress = DeletionProgress {
+                step: step.to_string(),
+                attempts: attempt,
+                last_error: Some(error_text.clone()),
+                next_retry: Some(next),
+            };
+            write_deleting(&api, &**object, "CleanupFailed", &message, Some(progress)).await;
+            context
+                .event(
+                    &**object,
+                    EventType::Warning,
+                    "CleanupFailed",
+                    "Delete",
+                    format!("{step}: {error_text}"),
+                )
+                .await;
+            Ok(Pass {
+                action: Action::requeue(delay),
+                failed: true,
+            })
+        }
+    }
+}
+
+fn retry_time(after: Duration) -> String {
+    let after = SignedDuration::try_from(after).unwrap_or(SignedDuration::MAX);
+    Timestamp::now()
+        .checked_add(after)
+        .unwrap_or(Timestamp::MAX)
+        .round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or_else(|_| Timestamp::now())
+        .to_string()
+}
+
+/// Sets the `Deleting` condition and `status.deletion`. Best effort: the cleanup itself matters
+/// more than reporting it, so a failed status write is only logged.
+async fn write_deleting<K>(
+    api: &Api<K>,
+    object: &K,
+    reason: &str,
+    message: &str,
+    progress: Option<DeletionProgress>,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize,
+{
+    let mut conditions: Vec<Condition> = condition::of(object);
+    let generation = object.meta().generation;
+    condition::upsert(
+        &mut conditions,
+        condition::new(DELETING, true, reason, message, generation),
+    );
+    let patch = json!({"status": {"conditions": conditions, "deletion": progress}});
+    if let Err(error) = api
+        .patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::debug!(object = %describe(object), %error, "could not write the Deleting condition");
+    }
+}
