@@ -1,5 +1,7 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
+mod operator;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +30,9 @@ struct Cli {
 enum Command {
     /// Run the control plane: a Kubernetes API server on embedded storage.
     Server(ServerArgs),
+    /// Run a bundled operator against a Kubernetes API (a kubeconfig picks which).
+    #[command(subcommand)]
+    Operator(operator::Operator),
 }
 
 #[derive(clap::Args)]
@@ -76,6 +81,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     match cli.command {
         Command::Server(args) => runtime.block_on(run_server(args)),
+        Command::Operator(operator) => runtime.block_on(operator::run(operator)),
     }
 }
 

@@ -15,7 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -26,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{Attempts, Backoff, RateLimits};
 use crate::condition::{self, DELETING, DeletionProgress};
+use crate::events::{EventRecorder, EventType};
 use crate::finalizers::{self, ScopedApi, api_of};
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
@@ -113,7 +113,7 @@ pub struct Context {
     pub client: Client,
     pub metrics: Arc<Metrics>,
     pub rate_limits: Arc<RateLimits>,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 impl Context {
@@ -127,24 +127,18 @@ impl Context {
         note: impl Into<String>,
     ) {
         let mut note: String = note.into();
-        // events.k8s.io limits the note to 1 kB.
-        if note.len() > 1000 {
-            let mut end = 1000;
+        // Event messages are limited to 1 kB.
+        if note.len() > 1024 {
+            let mut end = 1021;
             while !note.is_char_boundary(end) {
                 end -= 1;
             }
             note.truncate(end);
+            note.push_str("...");
         }
-        let event = Event {
-            type_: kind,
-            reason: reason.to_string(),
-            note: Some(note),
-            action: action.to_string(),
-            secondary: None,
-        };
         if let Err(error) = self
             .recorder
-            .publish(&event, &object.object_ref(&()))
+            .publish(object, kind, reason, action, &note)
             .await
         {
             tracing::debug!(%error, reason, "could not publish an event");
@@ -226,12 +220,10 @@ where
     <R::Resource as Resource>::Scope: ScopedApi,
 {
     let name = reconciler.name();
-    let recorder = Recorder::new(
+    let recorder = EventRecorder::new(
         client.clone(),
-        Reporter {
-            controller: format!("finale-{name}-operator"),
-            instance: Some(settings.identity.clone()),
-        },
+        format!("finale-{name}-operator"),
+        settings.identity.clone(),
     );
     let elector = settings
         .leader_election

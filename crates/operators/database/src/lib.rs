@@ -1,2 +1,22 @@
-//! The Database operator.
+//! The Database operator: a `Database` object in Kubernetes stands for a logical database on
+//! an external PostgreSQL server; deleting the object drops the database, then its role.
+//!
+//! Built on the Finale operator toolkit (`finale-operator`), so it gets ordered finalizers, the
+//! `Deleting` condition, backoff with jitter, a DDL rate limit per PostgreSQL server, metrics
+//! and leader election. It talks to the Kubernetes API only over HTTPS through kube-rs, so it
+//! runs against Finale and against any real cluster alike.
+
+pub mod crd;
 pub mod postgres;
+pub mod reconciler;
+
+pub use crd::{Database, DatabaseSpec, DatabaseStatus, SecretKeyRef};
+pub use reconciler::DatabaseReconciler;
+
+use kube::CustomResourceExt;
+
+/// The CustomResourceDefinition of `databases.finale.dev`.
+pub fn custom_resource_definition()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    Database::crd()
+}
