@@ -89,8 +89,8 @@ pub async fn run(operator: Operator) -> anyhow::Result<()> {
             }
             let metrics = Arc::new(Metrics::new());
             let shutdown = shutdown_on_signals()?;
-            let bound = metrics::serve(common.metrics_addr, Arc::clone(&metrics), shutdown.clone())
-                .await?;
+            let bound =
+                metrics::serve(common.metrics_addr, Arc::clone(&metrics), shutdown.clone()).await?;
             tracing::info!(metrics = %format!("http://{bound}/metrics"), "database operator starting");
             let settings = settings(&common, "database");
             runtime::run(

@@ -507,3 +507,6 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
+pub mod operator;
+pub mod postgres;
+pub use postgres::Postgres;

@@ -181,7 +181,11 @@ mod tests {
             limits.acquire("pg-a").await;
         }
         // Ten waits of 50 ms after the first token.
-        assert!(started.elapsed() >= Duration::from_millis(450), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(450),
+            "{:?}",
+            started.elapsed()
+        );
         // Another system has its own bucket.
         let other = Instant::now();
         limits.acquire("pg-b").await;

@@ -125,7 +125,10 @@ mod tests {
             "type": "Ready", "status": "True", "reason": "Created", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
         let conditions = of(&object);
-        assert_eq!(find(&conditions, READY).map(|c| c.reason.as_str()), Some("Created"));
+        assert_eq!(
+            find(&conditions, READY).map(|c| c.reason.as_str()),
+            Some("Created")
+        );
         assert!(of(&json!({"spec": {}})).is_empty());
     }
 }

@@ -35,13 +35,18 @@ impl EventType {
 /// Repeats remembered per process; older entries are dropped beyond this many.
 const REMEMBERED: usize = 4096;
 
+/// What makes two Events the same: (object uid, type, reason, message).
+type EventKey = (String, &'static str, String, String);
+/// Where the Event for a key was written: (namespace, name, count).
+type WrittenEvent = (String, String, i32);
+
 /// Publishes Events as one reporting controller.
 pub struct EventRecorder {
     client: Client,
     component: String,
     instance: String,
     /// (object uid, type, reason, message) → (Event namespace, Event name, count).
-    seen: Mutex<HashMap<(String, &'static str, String, String), (String, String, i32)>>,
+    seen: Mutex<HashMap<EventKey, WrittenEvent>>,
 }
 
 impl EventRecorder {
@@ -134,13 +139,7 @@ impl EventRecorder {
         Ok(())
     }
 
-    fn remember(
-        &self,
-        key: (String, &'static str, String, String),
-        namespace: String,
-        name: String,
-        count: i32,
-    ) {
+    fn remember(&self, key: EventKey, namespace: String, name: String, count: i32) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= REMEMBERED && !seen.contains_key(&key) {
             seen.clear();

@@ -224,7 +224,12 @@ mod tests {
     fn the_exposition_uses_the_documented_names() {
         let metrics = Metrics::new();
         metrics.reconciled("database", Duration::from_millis(3), true);
-        metrics.cleanup_ran("database", "finale.dev/database", Duration::from_millis(2), true);
+        metrics.cleanup_ran(
+            "database",
+            "finale.dev/database",
+            Duration::from_millis(2),
+            true,
+        );
         metrics.set_terminating("database", 4);
         let text = metrics.encode().expect("encode");
         for line in [

@@ -241,6 +241,7 @@ where
         attempts: Attempts::default(),
         store: std::sync::RwLock::new(None),
     });
+    shared.context.metrics.set_leader(name, false);
     loop {
         let leadership = match &elector {
             Some(elector) => match elector.acquire(&shutdown).await? {
@@ -310,7 +311,10 @@ fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
             "{kind} {namespace}/{}",
             object.meta().name.as_deref().unwrap_or_default()
         ),
-        None => format!("{kind} {}", object.meta().name.as_deref().unwrap_or_default()),
+        None => format!(
+            "{kind} {}",
+            object.meta().name.as_deref().unwrap_or_default()
+        ),
     }
 }
 
@@ -492,8 +496,14 @@ where
                 last_error: Some(message.clone()),
                 next_retry: None,
             };
-            write_deleting(&api, &**object, "InvalidDeletionPolicy", &message, Some(progress))
-                .await;
+            write_deleting(
+                &api,
+                &**object,
+                "InvalidDeletionPolicy",
+                &message,
+                Some(progress),
+            )
+            .await;
             context
                 .event(
                     &**object,
@@ -589,16 +599,22 @@ where
         }) => {
             shared.attempts.succeeded(&key);
             let next = retry_time(check_after);
-            let message = format!(
-                "{step_label} in progress: {waiting_for}; checking again at {next}"
-            );
+            let message =
+                format!("{step_label} in progress: {waiting_for}; checking again at {next}");
             let progress = DeletionProgress {
                 step: step.to_string(),
                 attempts: 0,
                 last_error: None,
                 next_retry: Some(next),
             };
-            write_deleting(&api, &**object, "CleanupInProgress", &message, Some(progress)).await;
+            write_deleting(
+                &api,
+                &**object,
+                "CleanupInProgress",
+                &message,
+                Some(progress),
+            )
+            .await;
             Ok(Pass::ok(Action::requeue(check_after)))
         }
         Err(error) => {
@@ -671,7 +687,11 @@ async fn write_deleting<K>(
     );
     let patch = json!({"status": {"conditions": conditions, "deletion": progress}});
     if let Err(error) = api
-        .patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         tracing::debug!(object = %describe(object), %error, "could not write the Deleting condition");

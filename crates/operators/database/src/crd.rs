@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A logical database on an external PostgreSQL server, dropped when this object is deleted.
+// kube-derive's repeated `printcolumn(...)` arguments look alike to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "finale.dev",
@@ -20,7 +22,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Owner", type_ = "string", json_path = ".spec.owner"),
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.deletionPolicy"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use finale_operator::condition::{self, READY};
+use finale_operator::events::EventType;
 use finale_operator::finalizers;
 use finale_operator::policy::DeletionPolicy;
 use finale_operator::runtime::{Applied, Cleanup, Context, Reconciler};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::Controller;
-use finale_operator::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -88,9 +88,10 @@ impl DatabaseReconciler {
         let namespace = database.namespace().unwrap_or_default();
         let reference = &database.spec.connection_secret_ref;
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-        let Some(secret) = secrets.get_opt(&reference.name).await.map_err(|e| {
-            anyhow::anyhow!("reading Secret {namespace}/{}: {e}", reference.name)
-        })?
+        let Some(secret) = secrets
+            .get_opt(&reference.name)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading Secret {namespace}/{}: {e}", reference.name))?
         else {
             return Ok(None);
         };
@@ -165,10 +166,7 @@ impl DatabaseReconciler {
         database: &Database,
         blocked: &Blocked,
     ) -> anyhow::Result<()> {
-        let already = database
-            .status
-            .as_ref()
-            .and_then(|s| s.message.as_deref())
+        let already = database.status.as_ref().and_then(|s| s.message.as_deref())
             == Some(blocked.message.as_str());
         Self::write_status(
             &context.client,
@@ -198,9 +196,10 @@ impl DatabaseReconciler {
     async fn protect_secret(client: &Client, secret: &Secret) -> anyhow::Result<()> {
         let api: Api<Secret> =
             Api::namespaced(client.clone(), &secret.namespace().unwrap_or_default());
-        if let Some(patch) =
-            finalizers::add_patch(secret.metadata.finalizers.as_deref(), &[SECRET_IN_USE_FINALIZER])
-        {
+        if let Some(patch) = finalizers::add_patch(
+            secret.metadata.finalizers.as_deref(),
+            &[SECRET_IN_USE_FINALIZER],
+        ) {
             finalizers::send(&api, secret, patch)
                 .await
                 .map_err(|e| anyhow::anyhow!("protecting Secret {}: {e}", secret.name_any()))?;
@@ -240,7 +239,9 @@ impl DatabaseReconciler {
             match finalizers::send(&secrets, &secret, patch).await {
                 Ok(_) => {}
                 Err(e) if finalizers::is_conflict(&e) => {
-                    anyhow::bail!("Secret {namespace}/{secret_name} changed while releasing it; retrying")
+                    anyhow::bail!(
+                        "Secret {namespace}/{secret_name} changed while releasing it; retrying"
+                    )
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(e) => anyhow::bail!("releasing Secret {namespace}/{secret_name}: {e}"),
@@ -355,13 +356,16 @@ impl Reconciler for DatabaseReconciler {
                             EventType::Normal,
                             "Created",
                             "Reconcile",
-                            format!("created database {:?} owned by {:?}", spec.db_name, spec.owner),
+                            format!(
+                                "created database {:?} owned by {:?}",
+                                spec.db_name, spec.owner
+                            ),
                         )
                         .await;
                 }
                 let role_note = match role {
                     RoleState::Foreign => " (existing role, kept on delete)",
-                    RoleState::Created | RoleState::Ours => "",
+                    RoleState::Created | RoleState::Managed => "",
                 };
                 Self::write_status(
                     &context.client,
@@ -425,18 +429,19 @@ impl Reconciler for DatabaseReconciler {
             return Ok(Cleanup::Done);
         }
         let outcome = server
-            .drop_role(&spec.owner, &uid)
+            .drop_role(&spec.owner)
             .await
             .map_err(|e| anyhow::anyhow!("dropping role {:?}: {e}", spec.owner))?;
         if let DropOutcome::StillInUse(detail) = outcome {
+            // Another database still belongs to the role; its own teardown drops the role.
             context
                 .event(
                     &*database,
-                    EventType::Warning,
+                    EventType::Normal,
                     "RoleKept",
                     "Delete",
                     format!(
-                        "role {:?} still owns other objects, so it is kept: {detail}",
+                        "role {:?} still owns other objects, so it stays for them: {detail}",
                         spec.owner
                     ),
                 )
