@@ -466,6 +466,33 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .gc(crate::deletion::GcPolicy::Unsupported)
             .0,
         Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
+        // Stored and served so that operators and manifests can manage them; Finale does not
+        // authorize by them (every request is the admin's; see docs/security.md).
+        Builtin::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true).0,
+        Builtin::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+        )
+        .0,
+        Builtin::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+        )
+        .0,
+        Builtin::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+        )
+        .0,
         Builtin::new("apps", "v1", "Deployment", "deployments", true)
             .short(&["deploy"])
             .generation()

@@ -50,6 +50,13 @@ struct ServerArgs {
     /// `500ms`, `5s`). Upstream always waits 5 s; Finale needs no wait by default.
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = humantime::parse_duration)]
     namespace_deletion_delay: std::time::Duration,
+    /// Also run the bundled operators (database, tenant) in this process, against this
+    /// server's HTTPS endpoint.
+    #[arg(long)]
+    with_operators: bool,
+    /// Where the in-process operators serve their metrics (with --with-operators).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    operator_metrics_addr: SocketAddr,
 }
 
 fn main() -> std::process::ExitCode {
@@ -99,12 +106,26 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         started.elapsed().as_millis()
     );
     println!("export KUBECONFIG={}", kubeconfig.display());
+    let operators = if args.with_operators {
+        match operator::InProcess::start(&kubeconfig, args.operator_metrics_addr).await {
+            Ok(operators) => Some(operators),
+            Err(error) => {
+                running.shutdown().await;
+                return Err(error.context("cannot start the bundled operators"));
+            }
+        }
+    } else {
+        None
+    };
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
         _ = interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+    }
+    if let Some(operators) = operators {
+        operators.stop().await;
     }
     running.shutdown().await;
     tracing::info!("stopped cleanly");

@@ -21,6 +21,10 @@ use tokio_util::sync::CancellationToken;
 pub enum Operator {
     /// Logical PostgreSQL databases (`databases.finale.dev`), dropped when their object is.
     Database(DatabaseArgs),
+    /// Tenants (`tenants.finale.dev`): namespaces, and a database in each, that go with them.
+    Tenant(TenantArgs),
+    /// Every bundled operator in one process.
+    All(DatabaseArgs),
 }
 
 #[derive(clap::Args)]
@@ -62,6 +66,12 @@ pub struct CommonArgs {
 pub struct DatabaseArgs {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    ddl: DdlArgs,
+}
+
+#[derive(clap::Args, Clone, Copy)]
+pub struct DdlArgs {
     /// DDL statements per second allowed toward each PostgreSQL server.
     #[arg(long, default_value_t = 50)]
     ddl_rate: u32,
@@ -70,40 +80,123 @@ pub struct DatabaseArgs {
     ddl_burst: u32,
 }
 
+impl Default for DdlArgs {
+    fn default() -> Self {
+        DdlArgs {
+            ddl_rate: 50,
+            ddl_burst: 10,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct TenantArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The operators bundled in the binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bundled {
+    Database,
+    Tenant,
+}
+
 pub async fn run(operator: Operator) -> anyhow::Result<()> {
     // kube's rustls needs a process-wide provider when more than one is linked in.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match operator {
-        Operator::Database(args) => {
-            let limit = RateLimit::new(args.ddl_rate, args.ddl_burst)
-                .context("--ddl-rate and --ddl-burst must be at least 1")?;
-            let common = args.common;
-            let client = client(&common).await?;
-            if !common.skip_crd_install {
-                install_crd(
-                    client.clone(),
-                    &finale_operator_database::custom_resource_definition(),
-                    "finale-database-operator",
-                )
-                .await?;
-            }
-            let metrics = Arc::new(Metrics::new());
-            let shutdown = shutdown_on_signals()?;
-            let bound =
-                metrics::serve(common.metrics_addr, Arc::clone(&metrics), shutdown.clone()).await?;
-            tracing::info!(metrics = %format!("http://{bound}/metrics"), "database operator starting");
-            let settings = settings(&common, "database");
-            runtime::run(
-                client,
-                finale_operator_database::DatabaseReconciler,
-                settings,
-                metrics,
-                Arc::new(RateLimits::new(limit)),
-                shutdown,
+    let (which, common, ddl) = match operator {
+        Operator::Database(args) => (vec![Bundled::Database], args.common, args.ddl),
+        Operator::Tenant(args) => (vec![Bundled::Tenant], args.common, DdlArgs::default()),
+        Operator::All(args) => (
+            vec![Bundled::Database, Bundled::Tenant],
+            args.common,
+            args.ddl,
+        ),
+    };
+    let client = client(&common).await?;
+    let shutdown = shutdown_on_signals()?;
+    run_operators(client, &which, &common, ddl, shutdown).await
+}
+
+/// Runs `which` operators against `client` until `shutdown`: their CRDs installed first, one
+/// metrics endpoint for all, each with its own leader Lease.
+async fn run_operators(
+    client: Client,
+    which: &[Bundled],
+    common: &CommonArgs,
+    ddl: DdlArgs,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limit = RateLimit::new(ddl.ddl_rate, ddl.ddl_burst)
+        .context("--ddl-rate and --ddl-burst must be at least 1")?;
+    if !common.skip_crd_install {
+        // The tenant operator creates Databases, so their CRD goes in with it too.
+        install_crd(
+            client.clone(),
+            &finale_operator_database::custom_resource_definition(),
+            "finale-operators",
+        )
+        .await?;
+        if which.contains(&Bundled::Tenant) {
+            install_crd(
+                client.clone(),
+                &finale_operator_tenant::custom_resource_definition(),
+                "finale-operators",
             )
-            .await
+            .await?;
         }
     }
+    let metrics = Arc::new(Metrics::new());
+    let bound = metrics::serve(common.metrics_addr, Arc::clone(&metrics), shutdown.clone()).await?;
+    tracing::info!(metrics = %format!("http://{bound}/metrics"), operators = ?which, "operators starting");
+    let rate_limits = Arc::new(RateLimits::new(limit));
+    let mut running = tokio::task::JoinSet::new();
+    for operator in which {
+        let client = client.clone();
+        let metrics = Arc::clone(&metrics);
+        let rate_limits = Arc::clone(&rate_limits);
+        let shutdown = shutdown.clone();
+        match operator {
+            Bundled::Database => {
+                let settings = settings(common, "database");
+                running.spawn(runtime::run(
+                    client,
+                    finale_operator_database::DatabaseReconciler,
+                    settings,
+                    metrics,
+                    rate_limits,
+                    shutdown,
+                ));
+            }
+            Bundled::Tenant => {
+                let settings = settings(common, "tenant");
+                running.spawn(runtime::run(
+                    client,
+                    finale_operator_tenant::TenantReconciler,
+                    settings,
+                    metrics,
+                    rate_limits,
+                    shutdown,
+                ));
+            }
+        }
+    }
+    let mut outcome = Ok(());
+    while let Some(finished) = running.join_next().await {
+        let result = finished
+            .map_err(|e| anyhow::anyhow!("an operator task failed: {e}"))
+            .and_then(|r| r);
+        if let Err(error) = result {
+            // One operator failing (say, no permission on its Lease) stops them all: a half-
+            // running set would look healthy while teardown silently stalls.
+            shutdown.cancel();
+            if outcome.is_ok() {
+                outcome = Err(error);
+            }
+        }
+    }
+    outcome
 }
 
 fn settings(common: &CommonArgs, name: &str) -> Settings {
@@ -171,4 +264,57 @@ fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
         trigger.cancel();
     });
     Ok(token)
+}
+
+/// The bundled operators running inside `finale server --with-operators`.
+pub struct InProcess {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl InProcess {
+    /// Starts every bundled operator against the server's own HTTPS endpoint, as an external
+    /// operator would talk to it: the same code path, only in the same process.
+    pub async fn start(
+        kubeconfig: &std::path::Path,
+        metrics_addr: SocketAddr,
+    ) -> anyhow::Result<InProcess> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let common = CommonArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: None,
+            metrics_addr,
+            leader_elect: true,
+            lease_namespace: "kube-system".into(),
+            lease_duration: Duration::from_secs(15),
+            identity: None,
+            concurrency: 32,
+            max_backoff: Duration::from_secs(60),
+            skip_crd_install: false,
+        };
+        let client = client(&common).await?;
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            run_operators(
+                client,
+                &[Bundled::Database, Bundled::Tenant],
+                &common,
+                DdlArgs::default(),
+                stop,
+            )
+            .await
+        });
+        Ok(InProcess { shutdown, task })
+    }
+
+    /// Finishes in-flight reconciliations and releases the Leases.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(error = format!("{error:#}"), "the operators failed"),
+            Err(error) => tracing::warn!(%error, "the operators' task failed"),
+        }
+    }
 }

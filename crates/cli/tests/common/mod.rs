@@ -32,9 +32,15 @@ pub struct Env {
 
 impl Env {
     pub fn start() -> Env {
+        Self::start_with(&[])
+    }
+
+    /// A server started with extra `finale server` arguments.
+    pub fn start_with(extra_args: &[&str]) -> Env {
         let dir = tempfile::tempdir().expect("temporary directory");
         let data_dir = dir.path().join("data");
-        let server = FinaleServer::start(binary(), &data_dir).expect("start finale server");
+        let server = FinaleServer::start_with(binary(), &data_dir, "127.0.0.1:0", extra_args)
+            .expect("start finale server");
         let kubectl = Kubectl::new(&server.kubeconfig).expect("kubectl fixture");
         Env {
             server,
