@@ -75,6 +75,24 @@ struct Cli {
     /// Leaves of the foreground tree, under 10 middles (garbage-collection).
     #[arg(long, global = true, value_name = "N", default_value_t = 1_000)]
     gc_leaves: u64,
+    /// Databases created and deleted per run (database-operator).
+    #[arg(long, global = true, value_name = "N", default_value_t = 500)]
+    databases: u64,
+    /// The operator's DDL statements per second toward PostgreSQL (database-operator).
+    #[arg(long, global = true, value_name = "N", default_value_t = 50)]
+    ddl_rate: u32,
+    /// The operator's DDL burst above the rate (database-operator).
+    #[arg(long, global = true, value_name = "N", default_value_t = 10)]
+    ddl_burst: u32,
+    /// Seconds PostgreSQL stays down with every delete pending (database-operator).
+    #[arg(long, global = true, value_name = "S", default_value_t = 30)]
+    outage_seconds: u64,
+    /// Namespaces of the benchmarked tenant (tenant-teardown).
+    #[arg(long, global = true, value_name = "N", default_value_t = 50)]
+    tenant_namespaces: u64,
+    /// ConfigMaps in each of the tenant's namespaces (tenant-teardown).
+    #[arg(long, global = true, value_name = "N", default_value_t = 20)]
+    tenant_configmaps: u64,
 }
 
 /// The most objects a deletion scenario will create in one run.
@@ -98,12 +116,18 @@ enum Scenario {
     /// The garbage collector: background cascade of 10 000 dependents (against etcd deletes),
     /// foreground cascade of a 1 000-leaf tree, orphaning 10 000 dependents, CPU per object.
     GarbageCollection,
+    /// The Database operator against a real PostgreSQL: 500 Databases created then deleted,
+    /// reconcile p50/p99, and the peak DDL rate after a 30 s outage, against raw DDL.
+    DatabaseOperator,
+    /// A tenant of 50 namespaces × 20 ConfigMaps × 1 Database: delete → gone, against the
+    /// same namespaces deleted directly.
+    TenantTeardown,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 7] = [
+    const ALL: [Scenario; 9] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
@@ -111,6 +135,8 @@ impl Scenario {
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
         Scenario::GarbageCollection,
+        Scenario::DatabaseOperator,
+        Scenario::TenantTeardown,
     ];
 
     fn name(self) -> &'static str {
@@ -122,6 +148,8 @@ impl Scenario {
             Scenario::NamespaceTeardown => "namespace-teardown",
             Scenario::FinalizerRemoval => "finalizer-removal",
             Scenario::GarbageCollection => "garbage-collection",
+            Scenario::DatabaseOperator => "database-operator",
+            Scenario::TenantTeardown => "tenant-teardown",
             Scenario::All => "all",
         }
     }
@@ -138,6 +166,12 @@ impl Scenario {
             Scenario::FinalizerRemoval => scenarios::finalizer_removal::run(settings, report).await,
             Scenario::GarbageCollection => {
                 scenarios::garbage_collection::run(settings, report).await
+            }
+            Scenario::DatabaseOperator => {
+                scenarios::operators::database_operator(settings, report).await
+            }
+            Scenario::TenantTeardown => {
+                scenarios::operators::tenant_teardown(settings, report).await
             }
             Scenario::All => bail!("`all` is not a single scenario"),
         }
@@ -173,7 +207,25 @@ async fn main() -> anyhow::Result<()> {
         finalizer_objects: cli.finalizer_objects,
         gc_dependents: cli.gc_dependents,
         gc_leaves: cli.gc_leaves,
+        databases: cli.databases,
+        ddl_rate: cli.ddl_rate,
+        ddl_burst: cli.ddl_burst,
+        outage: Duration::from_secs(cli.outage_seconds),
+        tenant_namespaces: cli.tenant_namespaces,
+        tenant_configmaps: cli.tenant_configmaps,
     };
+    if !(1..=100_000).contains(&settings.databases) {
+        bail!("--databases must be between 1 and 100000");
+    }
+    if settings.ddl_rate == 0 || settings.ddl_burst == 0 {
+        bail!("--ddl-rate and --ddl-burst must be at least 1");
+    }
+    if cli.outage_seconds > 3600 {
+        bail!("--outage-seconds must be at most 3600");
+    }
+    if !(1..=1000).contains(&settings.tenant_namespaces) || settings.tenant_configmaps > 10_000 {
+        bail!("--tenant-namespaces must be between 1 and 1000, --tenant-configmaps at most 10000");
+    }
     if settings.teardown_sizes.is_empty()
         || settings.teardown_sizes.iter().any(|&n| n > MAX_OBJECTS)
     {

@@ -14,6 +14,7 @@ pub mod http_create;
 pub mod idle_rss;
 pub mod namespace_teardown;
 pub mod objects;
+pub mod operators;
 pub mod store;
 
 /// How much to measure, from the command line.
@@ -39,6 +40,16 @@ pub struct Settings {
     pub gc_dependents: u64,
     /// Leaves of the foreground tree of `garbage-collection`.
     pub gc_leaves: u64,
+    /// Databases per `database-operator` run.
+    pub databases: u64,
+    /// The operator's DDL rate limit and burst in `database-operator`.
+    pub ddl_rate: u32,
+    pub ddl_burst: u32,
+    /// How long PostgreSQL stays down in the thundering-herd figure.
+    pub outage: Duration,
+    /// Namespaces of the tenant, and ConfigMaps in each, in `tenant-teardown`.
+    pub tenant_namespaces: u64,
+    pub tenant_configmaps: u64,
 }
 
 impl Settings {

@@ -213,6 +213,12 @@ mod tests {
             finalizer_objects: 0,
             gc_dependents: 0,
             gc_leaves: 0,
+            databases: 0,
+            ddl_rate: 1,
+            ddl_burst: 1,
+            outage: Duration::ZERO,
+            tenant_namespaces: 0,
+            tenant_configmaps: 0,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
         run(&settings, &mut report, false).await.unwrap();
