@@ -152,34 +152,24 @@ async fn run_operators(
     tracing::info!(metrics = %format!("http://{bound}/metrics"), operators = ?which, "operators starting");
     let rate_limits = Arc::new(RateLimits::new(limit));
     let mut running = tokio::task::JoinSet::new();
+    let shared = Shared {
+        client,
+        metrics,
+        rate_limits,
+        shutdown: shutdown.clone(),
+    };
     for operator in which {
-        let client = client.clone();
-        let metrics = Arc::clone(&metrics);
-        let rate_limits = Arc::clone(&rate_limits);
-        let shutdown = shutdown.clone();
         match operator {
-            Bundled::Database => {
-                let settings = settings(common, "database");
-                running.spawn(runtime::run(
-                    client,
-                    finale_operator_database::DatabaseReconciler,
-                    settings,
-                    metrics,
-                    rate_limits,
-                    shutdown,
-                ));
-            }
-            Bundled::Tenant => {
-                let settings = settings(common, "tenant");
-                running.spawn(runtime::run(
-                    client,
-                    finale_operator_tenant::TenantReconciler,
-                    settings,
-                    metrics,
-                    rate_limits,
-                    shutdown,
-                ));
-            }
+            Bundled::Database => shared.spawn(
+                &mut running,
+                finale_operator_database::DatabaseReconciler,
+                settings(common, "database"),
+            ),
+            Bundled::Tenant => shared.spawn(
+                &mut running,
+                finale_operator_tenant::TenantReconciler,
+                settings(common, "tenant"),
+            ),
         }
     }
     let mut outcome = Ok(());
@@ -197,6 +187,35 @@ async fn run_operators(
         }
     }
     outcome
+}
+
+/// What every operator of one process shares.
+struct Shared {
+    client: Client,
+    metrics: Arc<Metrics>,
+    rate_limits: Arc<RateLimits>,
+    shutdown: CancellationToken,
+}
+
+impl Shared {
+    fn spawn<R>(
+        &self,
+        running: &mut tokio::task::JoinSet<anyhow::Result<()>>,
+        reconciler: R,
+        settings: Settings,
+    ) where
+        R: runtime::Reconciler,
+        <R::Resource as kube::Resource>::Scope: finale_operator::finalizers::ScopedApi,
+    {
+        running.spawn(runtime::run(
+            self.client.clone(),
+            reconciler,
+            settings,
+            Arc::clone(&self.metrics),
+            Arc::clone(&self.rate_limits),
+            self.shutdown.clone(),
+        ));
+    }
 }
 
 fn settings(common: &CommonArgs, name: &str) -> Settings {

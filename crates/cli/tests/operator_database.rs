@@ -7,15 +7,14 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{Env, binary};
+use common::{Env, USER_DATABASES, binary, kube_client, postgres_client, postgres_names};
 use finale_e2e::Postgres;
 use finale_e2e::operator::OperatorProcess;
 use finale_operator_database::Database;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 /// The bound on every wait for the operator to converge.
@@ -32,12 +31,7 @@ impl Harness {
     async fn start() -> Harness {
         let env = Env::start();
         let postgres = Postgres::start().expect("start PostgreSQL");
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let kubeconfig = Kubeconfig::read_from(&env.server.kubeconfig).expect("kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("client config");
-        let client = Client::try_from(config).expect("client");
+        let client = kube_client(&env.server).await;
         let harness = Harness {
             env,
             postgres,
@@ -157,38 +151,20 @@ impl Harness {
 
     /// The names of the databases on the PostgreSQL server (templates and `postgres` aside).
     async fn pg_databases(&self) -> BTreeSet<String> {
-        self.pg_names(
-            "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres'",
+        postgres_names(&self.postgres.url(), USER_DATABASES).await
+    }
+
+    async fn pg_roles(&self) -> BTreeSet<String> {
+        postgres_names(
+            &self.postgres.url(),
+            "SELECT rolname FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%' AND rolname <> 'postgres'",
         )
         .await
     }
 
-    async fn pg_roles(&self) -> BTreeSet<String> {
-        self.pg_names("SELECT rolname FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%' AND rolname <> 'postgres'").await
-    }
-
-    async fn pg_names(&self, query: &str) -> BTreeSet<String> {
-        let (client, connection) =
-            tokio_postgres::connect(&self.postgres.url(), tokio_postgres::NoTls)
-                .await
-                .expect("connect to PostgreSQL");
-        tokio::spawn(connection);
-        client
-            .query(query, &[])
-            .await
-            .expect("query PostgreSQL")
-            .iter()
-            .map(|row| row.get::<_, String>(0))
-            .collect()
-    }
-
     async fn pg_execute(&self, statement: &str) {
-        let (client, connection) =
-            tokio_postgres::connect(&self.postgres.url(), tokio_postgres::NoTls)
-                .await
-                .expect("connect to PostgreSQL");
-        tokio::spawn(connection);
-        client
+        postgres_client(&self.postgres.url())
+            .await
             .batch_execute(statement)
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));

@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{Env, binary};
+use common::{Env, USER_DATABASES, binary, kube_client, postgres_names};
 use finale_e2e::Postgres;
 use finale_e2e::operator::OperatorProcess;
 use finale_operator_database::Database;
@@ -14,8 +14,7 @@ use finale_operator_tenant::Tenant;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const CONVERGE: Duration = Duration::from_secs(90);
@@ -35,12 +34,7 @@ impl Harness {
             Env::start()
         };
         let postgres = Postgres::start().expect("start PostgreSQL");
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let kubeconfig = Kubeconfig::read_from(&env.server.kubeconfig).expect("kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("client config");
-        let client = Client::try_from(config).expect("client");
+        let client = kube_client(&env.server).await;
         let harness = Harness {
             env,
             postgres,
@@ -135,21 +129,7 @@ impl Harness {
     }
 
     async fn pg_databases(&self) -> BTreeSet<String> {
-        let (client, connection) =
-            tokio_postgres::connect(&self.postgres.url(), tokio_postgres::NoTls)
-                .await
-                .expect("connect to PostgreSQL");
-        tokio::spawn(connection);
-        client
-            .query(
-                "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres'",
-                &[],
-            )
-            .await
-            .expect("query")
-            .iter()
-            .map(|row| row.get::<_, String>(0))
-            .collect()
+        postgres_names(&self.postgres.url(), USER_DATABASES).await
     }
 
     async fn wait_tenant_gone(&self, name: &str) {

@@ -305,3 +305,41 @@ pub fn resource_version(object: &Value) -> i64 {
         .and_then(|rv| rv.parse().ok())
         .unwrap_or_else(|| panic!("no numeric resourceVersion in {object}"))
 }
+
+/// A kube-rs client from the server's kubeconfig.
+pub async fn kube_client(server: &FinaleServer) -> kube::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&server.kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("client config from the kubeconfig");
+    kube::Client::try_from(config).expect("kube client")
+}
+
+/// A connection to the PostgreSQL at `url`, for assertions about what exists there.
+pub async fn postgres_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to PostgreSQL");
+    tokio::spawn(connection);
+    client
+}
+
+/// The first column of `query`'s rows, as a set of names.
+pub async fn postgres_names(url: &str, query: &str) -> std::collections::BTreeSet<String> {
+    postgres_client(url)
+        .await
+        .query(query, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{query}: {e}"))
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect()
+}
+
+/// The databases on a PostgreSQL server, templates and `postgres` aside.
+pub const USER_DATABASES: &str =
+    "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres'";
