@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rand::Rng;
@@ -52,24 +52,54 @@ impl Backoff {
 }
 
 /// Failed attempts per object, so that each object backs off on its own.
+///
+/// A failure also *holds* the object until its retry time: a reconcile that arrives earlier
+/// because of a change that does not matter (the toolkit's own status write, say) is put off
+/// instead of retrying at once, which would defeat the backoff. A change of the object's
+/// fingerprint (its spec generation, deletion, finalizers or annotations) lifts the hold.
 #[derive(Debug, Default)]
 pub struct Attempts {
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<String, Failure>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failure {
+    count: u32,
+    not_before: Instant,
+    fingerprint: u64,
 }
 
 impl Attempts {
-    /// Records one more failure of `key` and returns how many there have been in a row.
-    pub fn failed(&self, key: &str) -> u32 {
+    /// Records one more failure of `key` in state `fingerprint`; returns how many there have
+    /// been in a row and the delay before the next attempt.
+    pub fn failed(&self, key: &str, fingerprint: u64, backoff: &Backoff) -> (u32, Duration) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = failures.entry(key.to_string()).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
+        let count = failures.get(key).map_or(0, |f| f.count).saturating_add(1);
+        let delay = backoff.delay(count);
+        failures.insert(
+            key.to_string(),
+            Failure {
+                count,
+                not_before: Instant::now() + delay,
+                fingerprint,
+            },
+        );
+        (count, delay)
     }
 
     /// How many failures in a row `key` has had.
     pub fn current(&self, key: &str) -> u32 {
         let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.get(key).copied().unwrap_or(0)
+        failures.get(key).map_or(0, |f| f.count)
+    }
+
+    /// How much longer `key` waits for its retry, if it failed in the same state.
+    pub fn held(&self, key: &str, fingerprint: u64) -> Option<Duration> {
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let failure = failures.get(key)?;
+        (failure.fingerprint == fingerprint)
+            .then(|| failure.not_before.saturating_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
     }
 
     /// Forgets `key`'s failures after a success (or once the object is gone).
@@ -165,12 +195,32 @@ mod tests {
     #[test]
     fn attempts_count_per_object_and_reset_on_success() {
         let attempts = Attempts::default();
-        assert_eq!(attempts.failed("a"), 1);
-        assert_eq!(attempts.failed("a"), 2);
-        assert_eq!(attempts.failed("b"), 1);
+        let backoff = Backoff::default();
+        assert_eq!(attempts.failed("a", 1, &backoff).0, 1);
+        assert_eq!(attempts.failed("a", 1, &backoff).0, 2);
+        assert_eq!(attempts.failed("b", 1, &backoff).0, 1);
         attempts.succeeded("a");
         assert_eq!(attempts.current("a"), 0);
         assert_eq!(attempts.current("b"), 1);
+    }
+
+    #[test]
+    fn a_failure_holds_the_object_until_its_retry_unless_it_changed() {
+        let attempts = Attempts::default();
+        let slow = Backoff {
+            base: Duration::from_secs(60),
+            cap: Duration::from_secs(60),
+        };
+        // Full jitter may draw zero: fail until the draw holds (bounded).
+        let held = (0..100).find_map(|_| {
+            attempts.failed("a", 7, &slow);
+            attempts.held("a", 7)
+        });
+        assert!(held.is_some_and(|left| left <= Duration::from_secs(60)));
+        assert_eq!(attempts.held("a", 8), None, "a changed object is not held");
+        assert_eq!(attempts.held("b", 7), None);
+        attempts.succeeded("a");
+        assert_eq!(attempts.held("a", 7), None);
     }
 
     #[tokio::test]

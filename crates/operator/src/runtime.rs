@@ -304,6 +304,20 @@ fn object_key<K: Resource>(object: &K) -> String {
         .unwrap_or_else(|| object.meta().name.clone().unwrap_or_default())
 }
 
+/// What decides whether a failed object may be retried before its backoff ends: the state a
+/// person or another controller changes, not the status the toolkit writes itself.
+fn fingerprint<K: Resource>(object: &K) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let meta = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.deletion_timestamp.is_some().hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    hasher.finish()
+}
+
 fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
     let kind = K::kind(&());
     match object.meta().namespace.as_deref() {
@@ -338,6 +352,13 @@ where
     R: Reconciler,
     <R::Resource as Resource>::Scope: ScopedApi,
 {
+    // Woken early by a change that does not matter (our own status write): keep the backoff.
+    if let Some(left) = shared
+        .attempts
+        .held(&object_key(&*object), fingerprint(&*object))
+    {
+        return Ok(Action::requeue(left));
+    }
     let started = Instant::now();
     let name = shared.reconciler.name();
     let result = if object.meta().deletion_timestamp.is_some() {
@@ -358,8 +379,11 @@ fn error_policy<R>(object: Arc<R::Resource>, error: &Error, shared: Arc<Shared<R
 where
     R: Reconciler,
 {
-    let attempt = shared.attempts.failed(&object_key(&*object));
-    let delay = shared.settings.backoff.delay(attempt);
+    let (attempt, delay) = shared.attempts.failed(
+        &object_key(&*object),
+        fingerprint(&*object),
+        &shared.settings.backoff,
+    );
     tracing::warn!(
         controller = shared.reconciler.name(),
         object = %describe(&*object),
@@ -432,8 +456,10 @@ where
             }))
         }
         Err(error) => {
-            let attempt = shared.attempts.failed(&key);
-            let delay = shared.settings.backoff.delay(attempt);
+            let (attempt, delay) =
+                shared
+                    .attempts
+                    .failed(&key, fingerprint(&*object), &shared.settings.backoff);
             tracing::warn!(
                 controller = shared.reconciler.name(),
                 object = %describe(&*object),
@@ -618,8 +644,10 @@ where
             Ok(Pass::ok(Action::requeue(check_after)))
         }
         Err(error) => {
-            let attempt = shared.attempts.failed(&key);
-            let delay = shared.settings.backoff.delay(attempt);
+            let (attempt, delay) =
+                shared
+                    .attempts
+                    .failed(&key, fingerprint(&**object), &shared.settings.backoff);
             let next = retry_time(delay);
             let error_text = format!("{error:#}");
             let message = format!(

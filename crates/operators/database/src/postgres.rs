@@ -28,7 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    #[error("cannot connect to PostgreSQL at {server}: {source}")]
+    #[error("cannot connect to PostgreSQL at {server}")]
     Connect {
         server: String,
         #[source]
@@ -38,7 +38,7 @@ pub enum PgError {
     ConnectTimeout { server: String },
     #[error("the connection URL is not valid: {0}")]
     BadUrl(String),
-    #[error("PostgreSQL refused `{statement}`: {source}")]
+    #[error("PostgreSQL refused `{statement}`")]
     Statement {
         statement: String,
         #[source]

@@ -9,6 +9,8 @@
 //!    connection URL away before the databases are dropped.
 
 use std::sync::Arc;
+
+use anyhow::Context as _;
 use std::time::Duration;
 
 use finale_operator::condition::{self, READY};
@@ -91,7 +93,7 @@ impl DatabaseReconciler {
         let Some(secret) = secrets
             .get_opt(&reference.name)
             .await
-            .map_err(|e| anyhow::anyhow!("reading Secret {namespace}/{}: {e}", reference.name))?
+            .with_context(|| format!("reading Secret {namespace}/{}", reference.name))?
         else {
             return Ok(None);
         };
@@ -117,9 +119,7 @@ impl DatabaseReconciler {
     }
 
     async fn connect(url: &str) -> anyhow::Result<PgServer> {
-        postgres::connect(url)
-            .await
-            .map_err(|e| anyhow::anyhow!("connecting to PostgreSQL: {e}"))
+        Ok(postgres::connect(url).await?)
     }
 
     async fn write_status(
@@ -157,7 +157,7 @@ impl DatabaseReconciler {
             &Patch::Merge(json!({ "status": next })),
         )
         .await
-        .map_err(|e| anyhow::anyhow!("writing the status: {e}"))?;
+        .context("writing the status")?;
         Ok(())
     }
 
@@ -192,6 +192,92 @@ impl DatabaseReconciler {
         Ok(())
     }
 
+    async fn converge(database: &Arc<Database>, context: &Context) -> anyhow::Result<Applied> {
+        let database = Arc::clone(database);
+        if let Err(blocked) = Self::validate(&database) {
+            Self::report_blocked(context, &database, &blocked).await?;
+            return Ok(Applied::AwaitChange);
+        }
+        let Some((secret, url)) = Self::connection_url(&context.client, &database).await? else {
+            let reference = &database.spec.connection_secret_ref;
+            let blocked = Blocked {
+                state: "Pending",
+                reason: "SecretNotFound",
+                message: format!(
+                    "Secret {:?} not found in namespace {:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
+                    reference.name,
+                    database.namespace().unwrap_or_default(),
+                    reference.key
+                ),
+            };
+            Self::report_blocked(context, &database, &blocked).await?;
+            return Ok(Applied::RequeueAfter(SECRET_RECHECK));
+        };
+        Self::protect_secret(&context.client, &secret).await?;
+        let uid = Self::uid(&database)?;
+        let spec = &database.spec;
+        let server = Self::connect(&url).await?;
+        context.rate_limits.acquire(&system_of(&url)).await;
+        let role = server
+            .ensure_role(&spec.owner, &uid)
+            .await
+            .with_context(|| format!("creating role {:?}", spec.owner))?;
+        context.rate_limits.acquire(&system_of(&url)).await;
+        let state = server
+            .ensure_database(&spec.db_name, &spec.owner, &uid)
+            .await
+            .with_context(|| format!("creating database {:?}", spec.db_name))?;
+        match state {
+            DatabaseState::Foreign { comment } => {
+                let blocked = Blocked {
+                    state: "NotAdopted",
+                    reason: "NotAdopted",
+                    message: format!(
+                        "database {:?} already exists and was not created by this Database (its comment is {}); it is left untouched and will never be dropped by Finale: choose another spec.dbName",
+                        spec.db_name,
+                        comment.map_or_else(|| "empty".to_string(), |c| format!("{c:?}"))
+                    ),
+                };
+                Self::report_blocked(context, &database, &blocked).await?;
+                Ok(Applied::AwaitChange)
+            }
+            DatabaseState::Created | DatabaseState::Ours => {
+                if matches!(state, DatabaseState::Created) {
+                    context
+                        .event(
+                            &*database,
+                            EventType::Normal,
+                            "Created",
+                            "Reconcile",
+                            format!(
+                                "created database {:?} owned by {:?}",
+                                spec.db_name, spec.owner
+                            ),
+                        )
+                        .await;
+                }
+                let role_note = match role {
+                    RoleState::Foreign => " (existing role, kept on delete)",
+                    RoleState::Created | RoleState::Managed => "",
+                };
+                Self::write_status(
+                    &context.client,
+                    &database,
+                    "Ready",
+                    true,
+                    "Ready",
+                    &format!(
+                        "database {:?} is ready, owned by role {:?}{role_note}",
+                        spec.db_name, spec.owner
+                    ),
+                    Some(&spec.db_name),
+                )
+                .await?;
+                Ok(Applied::Ready)
+            }
+        }
+    }
+
     /// Keeps the connection Secret from going while this Database may still need it.
     async fn protect_secret(client: &Client, secret: &Secret) -> anyhow::Result<()> {
         let api: Api<Secret> =
@@ -202,7 +288,7 @@ impl DatabaseReconciler {
         ) {
             finalizers::send(&api, secret, patch)
                 .await
-                .map_err(|e| anyhow::anyhow!("protecting Secret {}: {e}", secret.name_any()))?;
+                .with_context(|| format!("protecting Secret {}", secret.name_any()))?;
         }
         Ok(())
     }
@@ -214,7 +300,7 @@ impl DatabaseReconciler {
         let others = databases
             .list(&ListParams::default())
             .await
-            .map_err(|e| anyhow::anyhow!("listing Databases in {namespace}: {e}"))?;
+            .with_context(|| format!("listing Databases in {namespace}"))?;
         let still_needed = others.items.iter().any(|other| {
             other.uid() != database.uid()
                 && other.spec.connection_secret_ref.name == *secret_name
@@ -230,7 +316,7 @@ impl DatabaseReconciler {
         let Some(secret) = secrets
             .get_opt(secret_name)
             .await
-            .map_err(|e| anyhow::anyhow!("reading Secret {namespace}/{secret_name}: {e}"))?
+            .with_context(|| format!("reading Secret {namespace}/{secret_name}"))?
         else {
             return Ok(Cleanup::Done);
         };
@@ -301,88 +387,25 @@ impl Reconciler for DatabaseReconciler {
     }
 
     async fn apply(&self, database: Arc<Database>, context: &Context) -> anyhow::Result<Applied> {
-        if let Err(blocked) = Self::validate(&database) {
-            Self::report_blocked(context, &database, &blocked).await?;
-            return Ok(Applied::AwaitChange);
-        }
-        let Some((secret, url)) = Self::connection_url(&context.client, &database).await? else {
-            let reference = &database.spec.connection_secret_ref;
-            let blocked = Blocked {
-                state: "Pending",
-                reason: "SecretNotFound",
-                message: format!(
-                    "Secret {:?} not found in namespace {:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
-                    reference.name,
-                    database.namespace().unwrap_or_default(),
-                    reference.key
-                ),
-            };
-            Self::report_blocked(context, &database, &blocked).await?;
-            return Ok(Applied::RequeueAfter(SECRET_RECHECK));
-        };
-        Self::protect_secret(&context.client, &secret).await?;
-        let uid = Self::uid(&database)?;
-        let spec = &database.spec;
-        let server = Self::connect(&url).await?;
-        context.rate_limits.acquire(&system_of(&url)).await;
-        let role = server
-            .ensure_role(&spec.owner, &uid)
+        let outcome = Self::converge(&database, context).await;
+        if let Err(error) = &outcome {
+            // The toolkit retries with backoff; the status says what is failing meanwhile.
+            let message = format!("{error:#}; retrying");
+            if let Err(status_error) = Self::write_status(
+                &context.client,
+                &database,
+                "Error",
+                false,
+                "ReconcileFailed",
+                &message,
+                None,
+            )
             .await
-            .map_err(|e| anyhow::anyhow!("creating role {:?}: {e}", spec.owner))?;
-        context.rate_limits.acquire(&system_of(&url)).await;
-        let state = server
-            .ensure_database(&spec.db_name, &spec.owner, &uid)
-            .await
-            .map_err(|e| anyhow::anyhow!("creating database {:?}: {e}", spec.db_name))?;
-        match state {
-            DatabaseState::Foreign { comment } => {
-                let blocked = Blocked {
-                    state: "NotAdopted",
-                    reason: "NotAdopted",
-                    message: format!(
-                        "database {:?} already exists and was not created by this Database (its comment is {}); it is left untouched and will never be dropped by Finale: choose another spec.dbName",
-                        spec.db_name,
-                        comment.map_or_else(|| "empty".to_string(), |c| format!("{c:?}"))
-                    ),
-                };
-                Self::report_blocked(context, &database, &blocked).await?;
-                Ok(Applied::AwaitChange)
-            }
-            DatabaseState::Created | DatabaseState::Ours => {
-                if matches!(state, DatabaseState::Created) {
-                    context
-                        .event(
-                            &*database,
-                            EventType::Normal,
-                            "Created",
-                            "Reconcile",
-                            format!(
-                                "created database {:?} owned by {:?}",
-                                spec.db_name, spec.owner
-                            ),
-                        )
-                        .await;
-                }
-                let role_note = match role {
-                    RoleState::Foreign => " (existing role, kept on delete)",
-                    RoleState::Created | RoleState::Managed => "",
-                };
-                Self::write_status(
-                    &context.client,
-                    &database,
-                    "Ready",
-                    true,
-                    "Ready",
-                    &format!(
-                        "database {:?} is ready, owned by role {:?}{role_note}",
-                        spec.db_name, spec.owner
-                    ),
-                    Some(&spec.db_name),
-                )
-                .await?;
-                Ok(Applied::Ready)
+            {
+                tracing::debug!(error = %status_error, "could not report the failure in the status");
             }
         }
+        outcome
     }
 
     async fn cleanup(
@@ -411,7 +434,7 @@ impl Reconciler for DatabaseReconciler {
             let outcome = server
                 .drop_database(&spec.db_name, &uid)
                 .await
-                .map_err(|e| anyhow::anyhow!("dropping database {:?}: {e}", spec.db_name))?;
+                .with_context(|| format!("dropping database {:?}", spec.db_name))?;
             if let DropOutcome::NotOurs = outcome {
                 context
                     .event(
@@ -431,7 +454,7 @@ impl Reconciler for DatabaseReconciler {
         let outcome = server
             .drop_role(&spec.owner)
             .await
-            .map_err(|e| anyhow::anyhow!("dropping role {:?}: {e}", spec.owner))?;
+            .with_context(|| format!("dropping role {:?}", spec.owner))?;
         if let DropOutcome::StillInUse(detail) = outcome {
             // Another database still belongs to the role; its own teardown drops the role.
             context

@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use anyhow::Context as _;
 use std::time::Duration;
 
 use finale_operator::condition::{self, READY};
@@ -128,7 +130,7 @@ impl TenantReconciler {
         let all = namespaces
             .list(&ListParams::default())
             .await
-            .map_err(|e| anyhow::anyhow!("listing namespaces: {e}"))?;
+            .context("listing namespaces")?;
         Ok(all
             .items
             .into_iter()
@@ -149,7 +151,7 @@ impl TenantReconciler {
         let existing = namespaces
             .get_opt(name)
             .await
-            .map_err(|e| anyhow::anyhow!("reading namespace {name}: {e}"))?;
+            .with_context(|| format!("reading namespace {name}"))?;
         let Some(namespace) = existing else {
             let namespace = Namespace {
                 metadata: ObjectMeta {
@@ -189,7 +191,7 @@ impl TenantReconciler {
             namespaces
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(|e| anyhow::anyhow!("updating namespace {name}: {e}"))?;
+                .with_context(|| format!("updating namespace {name}"))?;
         }
         Ok(NamespaceState::Ready)
     }
@@ -316,7 +318,7 @@ impl TenantReconciler {
                 &Patch::Merge(json!({ "status": next })),
             )
             .await
-            .map_err(|e| anyhow::anyhow!("writing the status: {e}"))?;
+            .context("writing the status")?;
         Ok(())
     }
 
@@ -462,7 +464,7 @@ impl Reconciler for TenantReconciler {
             Api::<Namespace>::all(client.clone())
                 .delete(&name, &DeleteParams::background())
                 .await
-                .map_err(|e| anyhow::anyhow!("deleting namespace {name}: {e}"))?;
+                .with_context(|| format!("deleting namespace {name}"))?;
             context
                 .event(
                     &*tenant,
