@@ -224,6 +224,47 @@ impl PgServer {
         Ok(self.database_comment(database).await?.is_some())
     }
 
+    /// The role's state without changing anything: `None` if it does not exist. Lets a
+    /// converged object cost reads only, no DDL.
+    pub async fn inspect_role(&self, role: &str) -> Result<Option<RoleState>, PgError> {
+        Ok(self.role_comment(role).await?.map(|comment| {
+            if is_managed_role(comment.as_deref()) {
+                RoleState::Managed
+            } else {
+                RoleState::Foreign
+            }
+        }))
+    }
+
+    /// The database's state without changing anything: `None` if it does not exist, and for a
+    /// database of ours whether `owner` already owns it.
+    pub async fn inspect_database(
+        &self,
+        database: &str,
+        owner: &str,
+        owner_uid: &str,
+    ) -> Result<Option<(DatabaseState, bool)>, PgError> {
+        let query = "SELECT shobj_description(d.oid, 'pg_database'), pg_get_userbyid(d.datdba) \
+                     FROM pg_database d WHERE d.datname = $1";
+        let rows = self
+            .client
+            .query(query, &[&database])
+            .await
+            .map_err(|source| PgError::Statement {
+                statement: query.to_string(),
+                source,
+            })?;
+        Ok(rows.first().map(|row| {
+            let comment: Option<String> = row.get(0);
+            let current_owner: String = row.get(1);
+            if comment.as_deref() == Some(tag(owner_uid).as_str()) {
+                (DatabaseState::Ours, current_owner == owner)
+            } else {
+                (DatabaseState::Foreign { comment }, false)
+            }
+        }))
+    }
+
     /// Creates the role (without login: it only owns) unless it exists.
     pub async fn ensure_role(&self, role: &str, owner_uid: &str) -> Result<RoleState, PgError> {
         let ident = escape_identifier(role);

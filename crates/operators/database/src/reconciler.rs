@@ -217,16 +217,37 @@ impl DatabaseReconciler {
         let uid = Self::uid(&database)?;
         let spec = &database.spec;
         let server = Self::connect(&url).await?;
-        context.rate_limits.acquire(&system_of(&url)).await;
-        let role = server
-            .ensure_role(&spec.owner, &uid)
+        let system = system_of(&url);
+        // Reads first: a converged Database (every resync, every status echo) costs no DDL and
+        // no share of the rate limit.
+        let role = match server
+            .inspect_role(&spec.owner)
             .await
-            .with_context(|| format!("creating role {:?}", spec.owner))?;
-        context.rate_limits.acquire(&system_of(&url)).await;
-        let state = server
-            .ensure_database(&spec.db_name, &spec.owner, &uid)
+            .with_context(|| format!("reading role {:?}", spec.owner))?
+        {
+            Some(role) => role,
+            None => {
+                context.rate_limits.acquire(&system).await;
+                server
+                    .ensure_role(&spec.owner, &uid)
+                    .await
+                    .with_context(|| format!("creating role {:?}", spec.owner))?
+            }
+        };
+        let state = match server
+            .inspect_database(&spec.db_name, &spec.owner, &uid)
             .await
-            .with_context(|| format!("creating database {:?}", spec.db_name))?;
+            .with_context(|| format!("reading database {:?}", spec.db_name))?
+        {
+            Some((state @ DatabaseState::Foreign { .. }, _)) | Some((state, true)) => state,
+            Some((_, false)) | None => {
+                context.rate_limits.acquire(&system).await;
+                server
+                    .ensure_database(&spec.db_name, &spec.owner, &uid)
+                    .await
+                    .with_context(|| format!("creating database {:?}", spec.db_name))?
+            }
+        };
         match state {
             DatabaseState::Foreign { comment } => {
                 let blocked = Blocked {
