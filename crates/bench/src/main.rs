@@ -347,11 +347,13 @@ mod tests {
     fn all_runs_the_deletion_scenarios_last() {
         let names: Vec<_> = Scenario::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(
-            names[names.len() - 3..],
+            names[names.len() - 5..],
             [
                 "namespace-teardown",
                 "finalizer-removal",
-                "garbage-collection"
+                "garbage-collection",
+                "database-operator",
+                "tenant-teardown"
             ]
         );
     }

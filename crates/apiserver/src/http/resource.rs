@@ -228,19 +228,46 @@ fn not_found_path(path: &str) -> ApiError {
     )
 }
 
-async fn read_body(body: Body) -> ApiResult<Bytes> {
-    let limited = http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES);
-    match limited.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(ApiError::request_entity_too_large(format!(
+/// How much of an oversized body is read and thrown away before answering 413. Closing the
+/// connection with the client still sending makes the kernel reset it, and the client then
+/// sees a broken pipe instead of the 413; reading on (within a bound) lets it get the answer.
+const OVERSIZED_DRAIN_BYTES: usize = 16 * 1024 * 1024;
+const OVERSIZED_DRAIN_TIME: Duration = Duration::from_secs(10);
+
+async fn read_body(mut body: Body) -> ApiResult<Bytes> {
+    let mut collected = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            ApiError::bad_request(format!("cannot read the request body: {error}"))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if collected.len() + data.len() > MAX_REQUEST_BODY_BYTES {
+            drain(body, data.len()).await;
+            return Err(ApiError::request_entity_too_large(format!(
                 "the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"
-            )))
+            )));
         }
-        Err(error) => Err(ApiError::bad_request(format!(
-            "cannot read the request body: {error}"
-        ))),
+        collected.extend_from_slice(&data);
     }
+    Ok(collected.freeze())
+}
+
+/// Reads and discards the rest of a refused body, bounded in bytes and time.
+async fn drain(mut body: Body, already: usize) {
+    let discard = async {
+        let mut discarded = already;
+        while discarded < OVERSIZED_DRAIN_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    discarded += frame.data_ref().map_or(0, |d| d.len());
+                }
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(OVERSIZED_DRAIN_TIME, discard).await;
 }
 
 fn content_type(headers: &HeaderMap) -> String {
