@@ -303,6 +303,22 @@ async fn a_postgres_outage_keeps_the_finalizer_and_says_why_until_it_comes_back(
         h.wait_state(name, "Ready").await;
     }
     h.postgres.stop().expect("stop PostgreSQL");
+    // A Database created meanwhile says what is failing.
+    h.create(
+        "late",
+        json!({"dbName": "outage_late", "owner": "outage_owner"}),
+    )
+    .await;
+    let late = h.wait_state("late", "Error").await;
+    let (status, reason, message) = ready_condition(&late).expect("Ready condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ReconcileFailed")
+    );
+    assert!(
+        message.contains("cannot connect to PostgreSQL"),
+        "{message}"
+    );
     h.kubectl_delete(&["databases", "--all", "--wait=false"]);
 
     let stuck = h
