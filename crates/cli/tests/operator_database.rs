@@ -530,6 +530,17 @@ async fn with_two_replicas_only_the_leader_acts_and_killing_it_hands_over() {
     h.wait_state("two", "Ready").await;
     assert_eq!(lease_holder(&h.client).await.as_deref(), Some("second"));
     assert_eq!(second.metric("leader{controller=\"database\"}"), Some(1.0));
+    // A graceful stop gives the Lease up before the process exits, so a successor need not
+    // wait for it to expire.
+    let mut second = second;
+    let _third = h.operator("third", &[]);
+    second.stop().expect("stop the leader with SIGTERM");
+    assert_ne!(lease_holder(&h.client).await.as_deref(), Some("second"));
+    assert!(
+        second.log().contains("released the leader Lease"),
+        "{}",
+        second.log()
+    );
     h.databases()
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
