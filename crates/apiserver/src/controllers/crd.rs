@@ -31,8 +31,7 @@ use crate::resources::{CRD_GROUP, ResourceType};
 use crate::status::{ApiError, ApiResult};
 use crate::watch_cache::WatchItem;
 
-/// The finalizer that holds a CRD until its instances are gone.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+pub use crate::crd::definition::CLEANUP_FINALIZER;
 
 /// How often a CRD whose instances are held by their own finalizers is looked at again
 /// without an event.

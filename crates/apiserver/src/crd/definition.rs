@@ -29,6 +29,10 @@ use crate::resources::{PrinterColumn, ResourceType, ScalePaths};
 use crate::validation::{self, FieldError, NameRule};
 
 /// The printer column types upstream accepts, sorted as its messages list them.
+/// The finalizer that holds a CRD until its instances are gone: added by the registry on the
+/// first DELETE (M7), removed by the CRD controller once every instance is gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
 const COLUMN_TYPES: [&str; 5] = ["boolean", "date", "integer", "number", "string"];
 /// The printer column formats upstream accepts, sorted as its messages list them.
 const COLUMN_FORMATS: [&str; 8] = [

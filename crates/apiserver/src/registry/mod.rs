@@ -1448,9 +1448,9 @@ fn plan_first_crd_delete(stored: &Value) -> DeletePlan {
     let mut finalizers = object::finalizers(stored);
     if !finalizers
         .iter()
-        .any(|f| f == crate::controllers::crd::CLEANUP_FINALIZER)
+        .any(|f| f == crate::crd::definition::CLEANUP_FINALIZER)
     {
-        finalizers.push(crate::controllers::crd::CLEANUP_FINALIZER.to_string());
+        finalizers.push(crate::crd::definition::CLEANUP_FINALIZER.to_string());
     }
     metadata.insert("finalizers".into(), json!(finalizers));
     let condition = json!({
