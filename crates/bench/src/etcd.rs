@@ -1,5 +1,6 @@
-//! The etcd 3.4 baseline: a put worker driven through the etcd-client crate, and an etcd child
-//! process the harness controls itself for the start-time and memory baselines.
+//! The etcd 3.4 baseline: put and delete workers driven through Finale's etcd gRPC client
+//! (`finale-etcd-rpc`), and an etcd child process the harness controls itself for the
+//! start-time and memory baselines.
 //!
 //! Throughput runs use `finale_e2e::Etcd` (the fixture the test suites use). Start-time and
 //! memory need two things that fixture does not give: the child's pid (to read `/proc`) and
@@ -11,7 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use etcd_client::{Client, ConnectOptions};
+use finale_etcd_rpc::etcdserverpb::kv_client::KvClient;
+use finale_etcd_rpc::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest};
+use finale_etcd_rpc::tonic::transport::Channel;
+use finale_etcd_rpc::{Client, ConnectOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -21,17 +25,24 @@ use crate::load::{Tickets, Worker};
 pub async fn connect(endpoint: &str) -> anyhow::Result<Client> {
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(Duration::from_secs(30));
-    Client::connect([endpoint], Some(options))
-        .await
-        .with_context(|| format!("connect to etcd at {endpoint}"))
+        .with_request_timeout(Duration::from_secs(30));
+    Ok(Client::connect(endpoint, &options).await?)
+}
+
+/// A plain put of `value` under `key`: no lease, no previous value asked back.
+fn put_request(key: String, value: Vec<u8>) -> PutRequest {
+    PutRequest {
+        key: key.into_bytes(),
+        value,
+        ..Default::default()
+    }
 }
 
 /// Sequential puts of distinct keys, one at a time: the same load shape as the store writers.
 pub struct EtcdPutter {
-    /// A clone of a shared client: like Kubernetes, every writer multiplexes over one gRPC
-    /// (HTTP/2) connection.
-    pub client: Client,
+    /// From one shared [`Client`] (`client.kv()`): like Kubernetes, every writer multiplexes
+    /// over one gRPC (HTTP/2) connection.
+    pub kv: KvClient<Channel>,
     /// Keys are `{prefix}{seq}`, so each worker writes distinct keys.
     pub prefix: String,
     pub value: Vec<u8>,
@@ -40,8 +51,8 @@ pub struct EtcdPutter {
 impl Worker for EtcdPutter {
     async fn op(&mut self, seq: u64) -> anyhow::Result<()> {
         let key = format!("{}{seq}", self.prefix);
-        self.client
-            .put(key, self.value.clone(), None)
+        self.kv
+            .put(put_request(key, self.value.clone()))
             .await
             .context("etcd put")?;
         Ok(())
@@ -59,8 +70,8 @@ pub enum EtcdAction {
 /// Puts or deletes the keys `{prefix}{i}` for the items `i` its [`Tickets`] hand out, one at a
 /// time: so one phase can write a known set of keys and a later phase delete exactly that set.
 pub struct EtcdIndexed {
-    /// A clone of a shared client, as for [`EtcdPutter`].
-    pub client: Client,
+    /// From one shared [`Client`], as for [`EtcdPutter`].
+    pub kv: KvClient<Channel>,
     pub prefix: String,
     pub tickets: Tickets,
     pub action: EtcdAction,
@@ -71,19 +82,23 @@ impl Worker for EtcdIndexed {
         let key = format!("{}{}", self.prefix, self.tickets.take()?);
         match &self.action {
             EtcdAction::Put(value) => {
-                self.client
-                    .put(key, value.clone(), None)
+                self.kv
+                    .put(put_request(key, value.clone()))
                     .await
                     .context("etcd put")?;
             }
             EtcdAction::Delete => {
                 let response = self
-                    .client
-                    .delete(key.clone(), None)
+                    .kv
+                    .delete_range(DeleteRangeRequest {
+                        key: key.clone().into_bytes(),
+                        ..Default::default()
+                    })
                     .await
-                    .context("etcd delete")?;
-                if response.deleted() != 1 {
-                    bail!("etcd delete of {key} removed {} keys", response.deleted());
+                    .context("etcd delete")?
+                    .into_inner();
+                if response.deleted != 1 {
+                    bail!("etcd delete of {key} removed {} keys", response.deleted);
                 }
             }
         }
@@ -179,8 +194,15 @@ impl EtcdProcess {
     async fn try_get(&self, deadline: Instant) -> anyhow::Result<()> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let attempt = async {
-            let mut client = connect(&self.endpoint).await?;
-            client.get("/bench/ready", None).await.context("etcd get")?;
+            let client = connect(&self.endpoint).await?;
+            client
+                .kv()
+                .range(RangeRequest {
+                    key: b"/bench/ready".to_vec(),
+                    ..Default::default()
+                })
+                .await
+                .context("etcd get")?;
             anyhow::Ok(())
         };
         tokio::time::timeout(remaining, attempt)
@@ -215,5 +237,71 @@ impl Drop for EtcdProcess {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::namespace_teardown::etcd_batch;
+
+    /// How many keys start with `prefix`, as etcd counts them.
+    async fn count(client: &Client, prefix: &str) -> anyhow::Result<i64> {
+        let response = client
+            .kv()
+            .range(RangeRequest {
+                key: prefix.as_bytes().to_vec(),
+                range_end: finale_etcd_rpc::prefix_range_end(prefix.as_bytes()),
+                count_only: true,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        Ok(response.count)
+    }
+
+    /// The baseline's workers against a real etcd, started and awaited the way the start-time
+    /// scenarios do: indexed workers put, then delete, exactly their keys (a delete that finds
+    /// nothing is an error, not a cheaper success), and a putter writes a new key per op.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn baseline_workers_write_and_delete_exactly_their_keys() -> anyhow::Result<()> {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            let dir = tempfile::tempdir()?;
+            let mut etcd = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
+            etcd.wait_until_serving(
+                Instant::now(),
+                Duration::from_millis(10),
+                Duration::from_secs(20),
+            )
+            .await?;
+            let client = connect(&etcd.endpoint).await?;
+
+            let mut putter = EtcdPutter {
+                kv: client.kv(),
+                prefix: "/bench/test/put-".into(),
+                value: b"v".to_vec(),
+            };
+            for seq in 0..3 {
+                putter.op(seq).await?;
+            }
+            assert_eq!(count(&client, "/bench/test/put-").await?, 3);
+
+            let prefix = "/bench/test/indexed-";
+            etcd_batch(&client, prefix, 200, EtcdAction::Put(b"v".to_vec())).await?;
+            assert_eq!(count(&client, prefix).await?, 200);
+            etcd_batch(&client, prefix, 200, EtcdAction::Delete).await?;
+            assert_eq!(count(&client, prefix).await?, 0);
+            assert_eq!(
+                count(&client, "/bench/test/put-").await?,
+                3,
+                "deleted too much"
+            );
+
+            let again = etcd_batch(&client, prefix, 10, EtcdAction::Delete).await;
+            assert!(again.is_err(), "deleting missing keys counted as deletes");
+            etcd.stop()
+        })
+        .await
+        .context("test exceeded 60 s")?
     }
 }

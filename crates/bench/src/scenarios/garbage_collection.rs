@@ -575,7 +575,7 @@ async fn orphan(
 /// The etcd side of figures 1 and 4: puts `count` keys (not timed), then times deleting them
 /// with 64 writers; returns the time and etcd's CPU seconds during the deletes.
 async fn etcd_deletes(
-    client: &etcd_client::Client,
+    client: &finale_etcd_rpc::Client,
     etcd_pid: u32,
     tag: &str,
     count: u64,

@@ -9,6 +9,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use finale_etcd_rpc::etcdserverpb::{PutRequest, RangeRequest};
+use finale_etcd_rpc::prefix_range_end;
 
 use crate::etcd::{self, EtcdPorts, EtcdProcess};
 use crate::finale::{Memory, client_for, locate_binary, memory_of, start_server};
@@ -57,23 +59,23 @@ async fn exercise_finale(client: &reqwest::Client, url: &str) -> anyhow::Result<
 }
 
 async fn exercise_etcd(endpoint: &str) -> anyhow::Result<()> {
-    let mut client = etcd::connect(endpoint).await?;
+    let mut kv = etcd::connect(endpoint).await?.kv();
     let data = payload();
     for i in 0..WRITES {
-        client
-            .put(
-                format!("/registry/configmaps/default/idle-{i}"),
-                data.clone(),
-                None,
-            )
-            .await?;
-    }
-    client
-        .get(
-            "/registry/configmaps/default/",
-            Some(etcd_client::GetOptions::new().with_prefix()),
-        )
+        kv.put(PutRequest {
+            key: format!("/registry/configmaps/default/idle-{i}").into_bytes(),
+            value: data.clone().into_bytes(),
+            ..Default::default()
+        })
         .await?;
+    }
+    let prefix = b"/registry/configmaps/default/";
+    kv.range(RangeRequest {
+        key: prefix.to_vec(),
+        range_end: prefix_range_end(prefix),
+        ..Default::default()
+    })
+    .await?;
     Ok(())
 }
 

@@ -229,7 +229,7 @@ async fn teardown_finale(
 
 /// Exactly `size` puts or deletes of the keys `{prefix}{i}` with 64 writers; how long they took.
 pub async fn etcd_batch(
-    client: &etcd_client::Client,
+    client: &finale_etcd_rpc::Client,
     prefix: &str,
     size: u64,
     action: EtcdAction,
@@ -238,7 +238,7 @@ pub async fn etcd_batch(
     let spec = LoadSpec::exactly(CLIENTS, size, limit_for(size));
     let started = Instant::now();
     let result = load::run(&spec, |_| EtcdIndexed {
-        client: client.clone(),
+        kv: client.kv(),
         prefix: prefix.to_string(),
         tickets: tickets.clone(),
         action: action.clone(),
@@ -261,7 +261,7 @@ pub async fn etcd_batch(
 
 /// Puts `size` keys of `kind` (not timed), then times deleting them all with 64 writers.
 async fn deletes_etcd(
-    client: &etcd_client::Client,
+    client: &finale_etcd_rpc::Client,
     kind: Kind,
     tag: &str,
     size: u64,

@@ -1,5 +1,6 @@
 //! `store`: durable writes/s and write latency of the embedded `RedbStore` with 1 and 64
-//! concurrent writers, against etcd 3.4 driven through etcd-client with the same load shape.
+//! concurrent writers, against etcd 3.4 driven over gRPC (`finale-etcd-rpc`) with the same load
+//! shape.
 //!
 //! Load shape on both sides: each writer puts distinct keys with 512-byte values, with no
 //! precondition, and awaits each write before issuing the next. Both sides are durable per
@@ -67,13 +68,13 @@ pub async fn measure_finale(
 
 /// One load run of etcd puts through one shared client connection; `tag` keeps keys distinct.
 pub async fn measure_etcd(
-    client: &etcd_client::Client,
+    client: &finale_etcd_rpc::Client,
     spec: &LoadSpec,
     tag: &str,
 ) -> anyhow::Result<LoadResult> {
     let value = payload().into_bytes();
     load::run(spec, |worker| EtcdPutter {
-        client: client.clone(),
+        kv: client.kv(),
         prefix: format!("/registry/bench/{tag}/w{worker}/"),
         value: value.clone(),
     })
