@@ -6,7 +6,7 @@
 //! POSIX promises nothing of the kind, and other filesystems (and `crates/faultfs`, which the
 //! power-loss tests run on) do not.
 
-use std::fs::File;
+use std::fs::{DirBuilder, File};
 use std::io;
 use std::path::Path;
 
@@ -17,6 +17,17 @@ use std::path::Path;
 /// Caveat: a directory created by someone else whose parent was never synced is taken as it
 /// is; making an existing path durable is its creator's business.
 pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
+    create_durably(dir, None)
+}
+
+/// As [`create_dir_all_durably`], creating the missing directories with `mode` (subject to
+/// the umask).
+#[cfg(unix)]
+pub fn create_dir_all_durably_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
+    create_durably(dir, Some(mode))
+}
+
+fn create_durably(dir: &Path, mode: Option<u32>) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -25,7 +36,16 @@ pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
         .ancestors()
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .collect();
-    std::fs::create_dir_all(dir)?;
+    let mut builder = DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    if let Some(mode) = mode {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    builder.create(dir)?;
     for created in missing {
         if let Some(parent) = created.parent() {
             let parent = if parent.as_os_str().is_empty() {
