@@ -77,9 +77,10 @@ fn writer(api: Api, id: usize, stop: Arc<AtomicBool>, cutting: Arc<AtomicBool>) 
                     .acked
                     .insert(name, resource_version(&response.json()));
             }
-            Ok(response) if !after_cut => writes
-                .refused
-                .push(format!("{name}: HTTP {} {}", response.status, response.body)),
+            Ok(response) if !after_cut => writes.refused.push(format!(
+                "{name}: HTTP {} {}",
+                response.status, response.body
+            )),
             Ok(_) | Err(_) => {
                 writes.uncertain.insert(name);
                 if after_cut {
@@ -246,7 +247,9 @@ fn acknowledged_creates_survive_a_power_cut_mid_load() {
         assert_eq!(object["metadata"]["labels"]["suite"], "powerloss", "{name}");
         for field in ["uid", "creationTimestamp", "resourceVersion"] {
             assert!(
-                object["metadata"][field].as_str().is_some_and(|v| !v.is_empty()),
+                object["metadata"][field]
+                    .as_str()
+                    .is_some_and(|v| !v.is_empty()),
                 "{name}: metadata.{field} missing: {object}"
             );
         }
@@ -266,7 +269,11 @@ fn acknowledged_creates_survive_a_power_cut_mid_load() {
         probe_rv > max_acked && probe_rv > list_rv,
         "a new write got resourceVersion {probe_rv}; {max_acked} was acknowledged before the cut"
     );
-    let namespaces = run.api.get("/api/v1/namespaces").expect("namespaces").json();
+    let namespaces = run
+        .api
+        .get("/api/v1/namespaces")
+        .expect("namespaces")
+        .json();
     assert_eq!(
         namespaces["items"].as_array().map(Vec::len),
         Some(4),

@@ -10,9 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow, WriteFlags,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::model::{Ino, Inode, Model};
@@ -125,8 +124,8 @@ impl Filesystem for Ops {
         };
         if let Some(size) = size {
             // A truncate is a change to the contents: pending until the file is fsynced.
-            if model.take_fault(FaultOp::Write, ino.0) {
-                return reply.error(Errno::EIO);
+            if let Err(e) = model.fire_faults(FaultOp::Write, ino.0) {
+                return reply.error(Errno::from_i32(e));
             }
             if let Err(e) = model.set_len(ino.0, size) {
                 return reply.error(Errno::from_i32(e));
@@ -297,8 +296,8 @@ impl Filesystem for Ops {
             Ok(model) => model,
             Err(e) => return reply.error(e),
         };
-        if model.take_fault(FaultOp::Write, ino.0) {
-            return reply.error(Errno::EIO);
+        if let Err(e) = model.fire_faults(FaultOp::Write, ino.0) {
+            return reply.error(Errno::from_i32(e));
         }
         let Ok(len) = u32::try_from(data.len()) else {
             return reply.error(Errno::EINVAL);
@@ -339,9 +338,9 @@ impl Filesystem for Ops {
             Ok(model) => model,
             Err(e) => return reply.error(e),
         };
-        if model.take_fault(FaultOp::Fsync, ino.0) {
-            // Nothing becomes durable; the changes stay pending.
-            return reply.error(Errno::EIO);
+        if let Err(e) = model.fire_faults(FaultOp::Fsync, ino.0) {
+            // Nothing becomes durable; the changes stay pending (or the power is now cut).
+            return reply.error(Errno::from_i32(e));
         }
         match model.sync(ino.0) {
             Ok(()) => reply.ok(),
@@ -417,8 +416,8 @@ impl Filesystem for Ops {
             Ok(model) => model,
             Err(e) => return reply.error(e),
         };
-        if model.take_fault(FaultOp::Fsync, ino.0) {
-            return reply.error(Errno::EIO);
+        if let Err(e) = model.fire_faults(FaultOp::Fsync, ino.0) {
+            return reply.error(Errno::from_i32(e));
         }
         match model.sync(ino.0) {
             Ok(()) => reply.ok(),

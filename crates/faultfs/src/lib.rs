@@ -35,8 +35,10 @@
 //! # Faults
 //!
 //! [`FaultFs::inject`] makes `fsync` or `write` fail with `EIO`, on any file or on files with
-//! a given name, once, a number of times, or until cleared. A failed fsync makes nothing
-//! durable (the changes stay pending, as if the disk had refused them).
+//! a given name, after letting a number through, once, a number of times, or until cleared.
+//! A failed fsync makes nothing durable (the changes stay pending, as if the disk had refused
+//! them). A fault can also cut the power as its operation is issued ([`Fault::cut_power`]):
+//! a cut in the middle of, say, the 50th fsync of a log, with its last writes in flight.
 //! [`FaultFs::ignore_fsync`] makes every fsync succeed without making anything durable: a
 //! negative control for tests, equivalent to a program that never syncs.
 //!
@@ -105,8 +107,12 @@ pub enum FaultOp {
 pub struct Fault {
     op: FaultOp,
     file_name: Option<OsString>,
+    /// Matching operations to let through before firing.
+    skip: u32,
     /// Firings left; `None` until cleared.
     remaining: Option<u32>,
+    /// Fire by cutting the power (then failing the operation) instead of failing it alone.
+    cut_power: Option<PowerCut>,
 }
 
 impl Fault {
@@ -115,7 +121,9 @@ impl Fault {
         Fault {
             op: FaultOp::Fsync,
             file_name: None,
+            skip: 0,
             remaining: None,
+            cut_power: None,
         }
     }
 
@@ -124,7 +132,9 @@ impl Fault {
         Fault {
             op: FaultOp::Write,
             file_name: None,
+            skip: 0,
             remaining: None,
+            cut_power: None,
         }
     }
 
@@ -137,6 +147,22 @@ impl Fault {
     /// Only the next `times` matching operations fail.
     pub fn times(mut self, times: u32) -> Fault {
         self.remaining = Some(times);
+        self
+    }
+
+    /// Lets the first `count` matching operations through.
+    pub fn skip(mut self, count: u32) -> Fault {
+        self.skip = count;
+        self
+    }
+
+    /// Fires by cutting the power just as the operation is issued (it does not happen, and
+    /// fails with `EIO` like everything after it): for a cut in the middle of an fsync, with
+    /// that file's unsynced writes in flight. Fires once; the image is then available from
+    /// [`FaultFs::wait_for_power_cut`].
+    pub fn cut_power(mut self, cut: PowerCut) -> Fault {
+        self.cut_power = Some(cut);
+        self.remaining = Some(1);
         self
     }
 }
@@ -178,13 +204,17 @@ impl DiskImage {
     /// The contents of the file at `path` (relative to the filesystem's root), if there is
     /// one.
     pub fn read(&self, path: impl AsRef<Path>) -> Option<&[u8]> {
-        let inode = self.inodes.get(&model::resolve(&self.inodes, path.as_ref())?)?;
+        let inode = self
+            .inodes
+            .get(&model::resolve(&self.inodes, path.as_ref())?)?;
         (inode.kind == Kind::File).then_some(inode.data.as_slice())
     }
 
     /// The names in the directory at `path`, if there is one.
     pub fn list(&self, path: impl AsRef<Path>) -> Option<Vec<OsString>> {
-        let inode = self.inodes.get(&model::resolve(&self.inodes, path.as_ref())?)?;
+        let inode = self
+            .inodes
+            .get(&model::resolve(&self.inodes, path.as_ref())?)?;
         (inode.kind == Kind::Dir).then(|| inode.entries.keys().cloned().collect())
     }
 }
@@ -292,6 +322,21 @@ impl FaultFs {
     /// the mount fails with `EIO` (processes using it should be killed; then unmount).
     pub fn cut_power(&self, cut: PowerCut) -> DiskImage {
         self.lock().cut(cut)
+    }
+
+    /// Waits (at most `timeout`) for a fault injected with [`Fault::cut_power`] to cut the
+    /// power, and returns the disk image it left.
+    pub fn wait_for_power_cut(&self, timeout: Duration) -> Option<DiskImage> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(image) = self.lock().take_cut_image() {
+                return Some(image);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Unmounts, waiting (bounded) for users of the mount to go away, and then detaching it

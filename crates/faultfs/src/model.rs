@@ -100,6 +100,8 @@ pub(crate) struct Model {
     pub injected: u64,
     /// Successful fsyncs of files (whether or not ignored), for tests' preconditions.
     pub file_syncs: u64,
+    /// The disk as a fault's power cut left it, until taken.
+    cut_image: Option<DiskImage>,
 }
 
 impl Model {
@@ -120,6 +122,7 @@ impl Model {
             faults: Vec::new(),
             injected: 0,
             file_syncs: 0,
+            cut_image: None,
         }
     }
 
@@ -176,23 +179,36 @@ impl Model {
         if self.powered { Ok(()) } else { Err(libc::EIO) }
     }
 
-    /// Whether an injected fault fires for `op` on `ino`; consumes one of its firings.
-    pub fn take_fault(&mut self, op: FaultOp, ino: Ino) -> bool {
-        let name = match self.inodes.get(&ino) {
-            Some(inode) => inode.name.clone(),
-            None => return false,
+    /// Fires the first injected fault matching `op` on `ino`, if any: `EIO`, or a power cut
+    /// (whose image is kept for [`Model::take_cut_image`]) followed by `EIO`. Either way the
+    /// operation then does nothing.
+    pub fn fire_faults(&mut self, op: FaultOp, ino: Ino) -> Result<(), Errno> {
+        let Some(name) = self.inodes.get(&ino).map(|inode| inode.name.clone()) else {
+            return Ok(());
         };
-        let Some(index) = self.faults.iter().position(|f| {
+        let Some(fault) = self.faults.iter_mut().find(|f| {
             f.op == op && f.file_name.as_ref().is_none_or(|n| *n == name) && f.remaining != Some(0)
         }) else {
-            return false;
+            return Ok(());
         };
-        let fault = &mut self.faults[index];
+        if fault.skip > 0 {
+            fault.skip -= 1;
+            return Ok(());
+        }
         if let Some(remaining) = fault.remaining.as_mut() {
             *remaining -= 1;
         }
         self.injected += 1;
-        true
+        if let Some(cut) = fault.cut_power {
+            let image = self.cut(cut);
+            self.cut_image = Some(image);
+        }
+        Err(libc::EIO)
+    }
+
+    /// The image of a power cut a fault made, once.
+    pub fn take_cut_image(&mut self) -> Option<DiskImage> {
+        self.cut_image.take()
     }
 
     pub fn lookup(&self, parent: Ino, name: &OsStr) -> Result<Ino, Errno> {
@@ -477,7 +493,11 @@ impl Model {
                     gid: inode.gid,
                     mtime: inode.mtime,
                     nlink: 0,
-                    parent: if inode.kind == Kind::Dir { parent } else { ROOT },
+                    parent: if inode.kind == Kind::Dir {
+                        parent
+                    } else {
+                        ROOT
+                    },
                     name: inode.name.clone(),
                     data,
                     entries,

@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::Duration;
 
 use finale_faultfs::{Fault, FaultFs, PowerCut};
 
@@ -71,7 +72,11 @@ fn a_power_cut_keeps_what_was_synced_and_drops_the_rest() {
     assert_eq!(image.read("data/log"), Some(&b"first;"[..]));
     assert_eq!(image.read("data/config"), Some(&b"v1"[..]));
     assert_eq!(image.read("data/unsynced"), None);
-    assert_eq!(image.read("data/sub/file"), None, "data/sub was never synced");
+    assert_eq!(
+        image.read("data/sub/file"),
+        None,
+        "data/sub was never synced"
+    );
     assert!(image.lost.unsynced_write_bytes >= "second;".len() as u64);
 
     // Mounted again, the image is what a restarted machine sees.
@@ -124,7 +129,9 @@ fn injected_faults_fail_fsync_and_write_with_eio() {
 
     fs.inject(Fault::fsync().on_file("store.wal").times(1));
     file.write_all_at(b"frame", 0).unwrap();
-    other_file.sync_data().expect("other files are not affected");
+    other_file
+        .sync_data()
+        .expect("other files are not affected");
     let error = file.sync_data().unwrap_err();
     assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
     assert_eq!(fs.injected_errors(), 1);
@@ -147,4 +154,34 @@ fn injected_faults_fail_fsync_and_write_with_eio() {
     let image = fs.cut_power(PowerCut::DropUnsynced);
     fs.unmount().unwrap();
     assert_eq!(image.read("store.wal"), Some(&b"frame"[..]));
+}
+
+#[test]
+fn a_fault_can_cut_the_power_as_an_fsync_is_issued() {
+    let (dir, fs) = mounted();
+    let path = dir.path().join("log");
+    let file = File::create(&path).unwrap();
+    sync_dir(dir.path());
+    fs.inject(
+        Fault::fsync()
+            .on_file("log")
+            .skip(1)
+            .cut_power(PowerCut::DropUnsynced),
+    );
+    file.write_all_at(b"one;", 0).unwrap();
+    file.sync_data().expect("the first fsync is let through");
+    assert!(fs.wait_for_power_cut(Duration::ZERO).is_none());
+    file.write_all_at(b"two;", 4).unwrap();
+    let error = file.sync_data().unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+    let image = fs
+        .wait_for_power_cut(Duration::from_secs(1))
+        .expect("the fault cut the power");
+    assert_eq!(image.read("log"), Some(&b"one;"[..]));
+    assert_eq!(image.lost.unsynced_write_bytes, 4);
+    // The power stays off.
+    let error = file.write_all_at(b"three", 8).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+    drop(file);
+    fs.unmount().unwrap();
 }

@@ -91,15 +91,50 @@ async fn write_load(store: Arc<RedbStore>, round: usize, stop: Arc<AtomicBool>) 
     all
 }
 
+/// When a round cuts the power.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// After [`LOAD`], wherever the writers are.
+    AfterLoad(PowerCut),
+    /// As the store issues the fsync number `skip + 1` (counted from the start of the load)
+    /// of `file`, tearing that file's unsynced writes: a log append or a checkpoint caught
+    /// in the middle.
+    AtFsync {
+        file: &'static str,
+        skip: u32,
+        seed: u64,
+    },
+}
+
 /// Runs the load on a store on `fs`, cuts the power in the middle of it, and returns the
 /// disk image with what the writers saw.
-async fn load_then_cut(fs: &FaultFs, data: &Path, round: usize, cut: PowerCut) -> (DiskImage, Outcome) {
+async fn load_then_cut(fs: &FaultFs, data: &Path, round: usize, cut: Cut) -> (DiskImage, Outcome) {
     let store = open(data, options());
+    if let Cut::AtFsync { file, skip, seed } = cut {
+        fs.inject(
+            Fault::fsync()
+                .on_file(file)
+                .skip(skip)
+                .cut_power(PowerCut::Torn { seed }),
+        );
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let load = tokio::spawn(write_load(store.clone(), round, stop.clone()));
-    tokio::time::sleep(LOAD).await;
-    // The cut comes while writes are in flight; everything after it fails with EIO.
-    let image = fs.cut_power(cut);
+    let image = match cut {
+        Cut::AfterLoad(cut) => {
+            tokio::time::sleep(LOAD).await;
+            // The cut comes while writes are in flight; everything after it fails with EIO.
+            fs.cut_power(cut)
+        }
+        Cut::AtFsync { .. } => {
+            let waited = Instant::now();
+            let image =
+                tokio::task::block_in_place(|| fs.wait_for_power_cut(Duration::from_secs(15)));
+            image.unwrap_or_else(|| {
+                panic!("{cut:?}: no power cut after {:?} of load", waited.elapsed())
+            })
+        }
+    };
     stop.store(true, Ordering::SeqCst);
     let outcome = tokio::time::timeout(Duration::from_secs(20), load)
         .await
@@ -108,6 +143,7 @@ async fn load_then_cut(fs: &FaultFs, data: &Path, round: usize, cut: PowerCut) -
     // The process "dies": drop the store (its final checkpoint fails with EIO, harmlessly).
     store.close().await;
     drop(store);
+    fs.clear_faults();
     (image, outcome)
 }
 
@@ -164,17 +200,35 @@ async fn check_recovered(store: &RedbStore, round: usize, outcome: &Outcome, wha
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn acknowledged_writes_survive_power_cuts_that_drop_or_tear_unsynced_writes() {
+async fn acknowledged_writes_survive_power_cuts_mid_load_mid_append_and_mid_checkpoint() {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let mnt = dir.path();
     let data = mnt.join("data").join("store");
     let mut fs = FaultFs::mount(mnt).expect("mount faultfs");
     let cuts = [
-        PowerCut::DropUnsynced,
-        PowerCut::Torn { seed: 1 },
-        PowerCut::Torn { seed: 2 },
-        PowerCut::Torn { seed: 3 },
+        Cut::AfterLoad(PowerCut::DropUnsynced),
+        Cut::AfterLoad(PowerCut::Torn { seed: 1 }),
+        Cut::AtFsync {
+            file: "store.redb.wal",
+            skip: 40,
+            seed: 2,
+        },
+        Cut::AtFsync {
+            file: "store.redb.wal",
+            skip: 400,
+            seed: 3,
+        },
+        Cut::AtFsync {
+            file: "store.redb",
+            skip: 2,
+            seed: 4,
+        },
+        Cut::AtFsync {
+            file: "store.redb",
+            skip: 7,
+            seed: 5,
+        },
     ];
     for (round, cut) in cuts.into_iter().enumerate() {
         let what = format!("round {round} ({cut:?})");
@@ -318,12 +372,12 @@ async fn a_failed_log_fsync_makes_the_writer_refuse_writes_until_reopened() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_checkpoint_fsync_loses_no_acknowledged_write_and_reuses_no_revision() {
+async fn a_failed_checkpoint_fsync_makes_the_writer_refuse_writes_until_reopened() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mnt = dir.path();
     let data = mnt.join("store");
     let fs = FaultFs::mount(mnt).expect("mount faultfs");
-    // Every batch is a checkpoint: a durable redb commit, fsyncing the database file.
+    // Every batch is a checkpoint: a durable redb commit, which fsyncs the database file.
     let options = RedbStoreOptions {
         checkpoint_interval: Duration::ZERO,
         ..options()
@@ -333,19 +387,23 @@ async fn a_failed_checkpoint_fsync_loses_no_acknowledged_write_and_reuses_no_rev
 
     fs.inject(Fault::fsync().on_file("store.redb").times(1));
     let failed = store.write(put("/failed"), Precondition::None).await;
-    assert!(fs.injected_errors() >= 1, "the fault fired");
+    assert_eq!(fs.injected_errors(), 1, "the fault fired");
     assert!(
-        failed.is_err(),
+        matches!(failed, Err(StoreError::Backend(_))),
         "a write whose durable commit failed must not be acknowledged: {failed:?}"
     );
-    // Whatever the store does next, it must not acknowledge a write it cannot keep, nor
-    // give two writes one revision.
-    let next = store.write(put("/next"), Precondition::None).await;
-    let next_revision = match &next {
-        Ok(WriteOutcome::Committed(result)) => Some(result.revision),
-        Ok(other) => panic!("{other:?}"),
-        Err(_) => None,
-    };
+    // The disk works again, but nothing more is acknowledged until the store is reopened.
+    let refused = store.write(put("/refused"), Precondition::None).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Backend(m)) if m.contains("re-open")),
+        "a write after a failed checkpoint must be refused until a reopen: {refused:?}"
+    );
+    store.close().await;
+    drop(store);
+
+    let store = open(&data, options.clone());
+    let after = common::set(&store, "/after", "y").await;
+    assert!(after.revision > before.revision);
     let image = fs.cut_power(PowerCut::DropUnsynced);
     store.close().await;
     drop(store);
@@ -353,19 +411,22 @@ async fn a_failed_checkpoint_fsync_loses_no_acknowledged_write_and_reuses_no_rev
 
     let fs = FaultFs::mount_image(&image, mnt).expect("remount");
     let store = open(&data, options);
-    let (found, _) = store.get(b"/before").await.expect("get");
-    assert_eq!(found.map(|kv| kv.mod_revision), Some(before.revision));
-    if let Some(revision) = next_revision {
-        let (found, _) = store.get(b"/next").await.expect("get");
-        let found = found.expect("/next was acknowledged but is gone after the power cut");
-        assert_eq!(found.mod_revision, revision);
-        assert_eq!(found.value, value_of("/next"));
-        if let (Some(failed), _) = store.get(b"/failed").await.expect("get") {
-            assert_ne!(
-                failed.mod_revision, revision,
-                "two writes were given one revision"
-            );
-        }
+    for (key, revision) in [("/before", before.revision), ("/after", after.revision)] {
+        let (found, _) = store.get(key.as_bytes()).await.expect("get");
+        assert_eq!(
+            found.map(|kv| kv.mod_revision),
+            Some(revision),
+            "{key} after the power cut"
+        );
+    }
+    assert_eq!(store.get(b"/refused").await.expect("get").0, None);
+    if let (Some(kv), _) = store.get(b"/failed").await.expect("get") {
+        // Never acknowledged: whole or absent, and not at a revision given to another write.
+        assert_eq!(kv.value, value_of("/failed"));
+        assert_ne!(
+            kv.mod_revision, after.revision,
+            "two writes share a revision"
+        );
     }
     store.close().await;
     drop(store);
