@@ -39,10 +39,10 @@
 //!   reported as an error rather than silently replaced.
 
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -787,10 +787,8 @@ fn normalize_sans(extra: &[String]) -> Result<Vec<San>, PkiError> {
 // Files
 
 fn create_private_dir(path: &Path) -> Result<(), PkiError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
+    // Durably, or a power cut could take the directory and the synced files in it away.
+    finale_store::durable_fs::create_dir_all_durably_with_mode(path, 0o700)
         .map_err(io_err("create directory", path))?;
     if let Ok(meta) = fs::metadata(path)
         && meta.permissions().mode() & 0o077 != 0

@@ -107,7 +107,9 @@ fn client_url(addr: SocketAddr) -> String {
 }
 
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
+    // Durably: a data directory whose name a power cut can take away loses everything
+    // acknowledged inside it.
+    finale_store::durable_fs::create_dir_all_durably(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
     #[cfg(unix)]
     {

@@ -5,7 +5,7 @@
 //! very first start.
 //!
 //! `kill -9` loses the process, not the page cache: these tests catch recovery and
-//! acknowledgement-ordering bugs, not missing fsyncs (that would need power-loss simulation).
+//! acknowledgement-ordering bugs, not missing fsyncs; `powerloss.rs` catches those.
 
 mod common;
 

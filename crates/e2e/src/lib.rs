@@ -26,6 +26,8 @@ pub struct FinaleServer {
     child: Option<Child>,
     binary: PathBuf,
     pub data_dir: PathBuf,
+    /// The server's stderr, appended over restarts.
+    pub log_path: PathBuf,
     pub url: String,
     pub kubeconfig: PathBuf,
     /// How long the start took until the server printed its address.
@@ -44,9 +46,25 @@ impl FinaleServer {
         listen: &str,
         extra_args: &[&str],
     ) -> anyhow::Result<FinaleServer> {
-        std::fs::create_dir_all(data_dir)
-            .with_context(|| format!("create {}", data_dir.display()))?;
         let log_path = data_dir.join("server.log");
+        Self::start_logging_to(binary, data_dir, listen, extra_args, &log_path)
+    }
+
+    /// As [`FinaleServer::start_with`], with the log at `log_path` instead of in the data
+    /// directory (for a data directory on a filesystem that a test cuts the power of).
+    pub fn start_logging_to(
+        binary: &Path,
+        data_dir: &Path,
+        listen: &str,
+        extra_args: &[&str],
+        log_path: &Path,
+    ) -> anyhow::Result<FinaleServer> {
+        // Only the log's directory: a data directory elsewhere is the server's to create.
+        if let Some(log_dir) = log_path.parent() {
+            std::fs::create_dir_all(log_dir)
+                .with_context(|| format!("create {}", log_dir.display()))?;
+        }
+        let log_path = log_path.to_path_buf();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -128,6 +146,7 @@ impl FinaleServer {
             child: Some(child),
             binary: binary.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
+            log_path,
             url,
             kubeconfig,
             startup,
@@ -213,14 +232,20 @@ impl FinaleServer {
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9()?;
         let listen = self.addr().to_string();
-        let again = FinaleServer::start_with(&self.binary, &self.data_dir, &listen, &[])?;
+        let again = FinaleServer::start_logging_to(
+            &self.binary,
+            &self.data_dir,
+            &listen,
+            &[],
+            &self.log_path,
+        )?;
         *self = again;
         Ok(())
     }
 
     /// The whole server log (stderr of every start on this data directory, appended).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// The last `lines` lines of the log, for assertion messages.

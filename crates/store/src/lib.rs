@@ -24,6 +24,7 @@ use std::ops::Range;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+pub mod durable_fs;
 pub mod redb_engine;
 
 pub use redb_engine::{RedbStore, RedbStoreOptions};

@@ -99,6 +99,7 @@ mod wal;
 
 use wal::Wal;
 
+use crate::durable_fs::{create_dir_all_durably, sync_dir};
 use crate::{
     EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
     StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult, range_contains,
@@ -507,12 +508,13 @@ impl Store for RedbStore {
 fn resolve_file(path: &Path) -> StoreResult<PathBuf> {
     if path.is_file() || path.extension().is_some_and(|e| e == "redb") {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            create_dir_all_durably(parent)
                 .map_err(context(format!("create directory {}", parent.display())))?;
         }
         return Ok(path.to_path_buf());
     }
-    std::fs::create_dir_all(path)
+    // Durably: the directory's name is what makes every synced write inside it reachable.
+    create_dir_all_durably(path)
         .map_err(context(format!("create data directory {}", path.display())))?;
     Ok(path.join(STORE_FILE_NAME))
 }
@@ -1872,9 +1874,7 @@ fn create_atomically(file: &Path, options: &RedbStoreOptions) -> StoreResult<()>
     std::fs::rename(&staging, file)
         .map_err(context(format!("rename {} into place", staging.display())))?;
     if let Some(dir) = file.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(context(format!("sync directory {}", dir.display())))?;
+        sync_dir(dir).map_err(context(format!("sync directory {}", dir.display())))?;
     }
     Ok(())
 }
