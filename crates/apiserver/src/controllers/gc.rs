@@ -63,6 +63,8 @@ pub struct GcMetrics {
     pub queue_depth: Gauge,
     /// Objects the collector deleted.
     pub deleted: prometheus_client::metrics::counter::Counter,
+    /// Times the collector fell behind the change stream and rebuilt its graph from a list.
+    pub graph_rebuilds: prometheus_client::metrics::counter::Counter,
 }
 
 /// Who an object is: enough to GET it again.
@@ -189,6 +191,7 @@ async fn follow_changes(collector: &Arc<Collector>, shutdown: &CancellationToken
                     Ok(event) => collector.observe(&event),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "garbage collector fell behind the change stream; rebuilding its graph");
+                        collector.metrics.graph_rebuilds.inc();
                         break;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
