@@ -474,6 +474,59 @@ async fn cascade_completes_after_a_restart() {
         .expect("clean stop");
 }
 
+/// The collector's graph after it fell behind its change stream (issue 18, item 4). With a
+/// change stream that holds a single event, a burst of owner deletions overruns the collector;
+/// it must rebuild its graph from a fresh list, find the owners gone, and collect every
+/// dependent, as a restart would. Rebuilding by re-adding the listed objects to the old graph
+/// would keep the deleted owners in it and their dependents forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_deleted_while_the_collector_lags_still_take_their_dependents() {
+    const OWNERS: usize = 40;
+    const REBUILDS: &str = "apiserver_garbage_collector_graph_rebuilds_total";
+    let server =
+        TestServer::start_with(|config| config.watch_cache.change_stream_capacity = 1).await;
+    let http = Http::new(&server);
+    http.post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await
+    .expect(201);
+    let mut owners = Vec::new();
+    for i in 0..OWNERS {
+        owners.push(config_map(&http, &format!("owner-{i}"), vec![], &[]).await);
+    }
+    for (i, owner) in owners.iter().enumerate() {
+        secret(
+            &http,
+            &format!("dependent-{i}"),
+            vec![owner_ref("ConfigMap", owner, false)],
+        )
+        .await;
+    }
+    // The collector knows every owner and dependent before they are deleted.
+    http.collector_caught_up(NS).await;
+    let rebuilds_before = http.metric(REBUILDS).await.expect("the rebuild counter");
+
+    let deletes = owners.iter().enumerate().map(|(i, _)| {
+        let http = &http;
+        async move { http.delete(&format!("{CM}/owner-{i}")).await.expect(200) }
+    });
+    futures::future::join_all(deletes).await;
+    http.collector_caught_up(NS).await;
+    let rebuilds_after = http.metric(REBUILDS).await.expect("the rebuild counter");
+    assert!(
+        rebuilds_after > rebuilds_before,
+        "precondition: the collector fell behind while the owners were deleted \
+         ({rebuilds_before} rebuilds before, {rebuilds_after} after)"
+    );
+
+    for i in 0..OWNERS {
+        gone(&http, &format!("{SECRETS}/dependent-{i}")).await;
+    }
+    server.shutdown().await;
+}
+
 /// kube-rs `delete` with each `PropagationPolicy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_deletes_with_each_propagation_policy() {

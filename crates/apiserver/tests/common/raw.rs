@@ -183,6 +183,53 @@ impl Http {
         .await
     }
 
+    /// The value of one sample on `/metrics` (a metric without labels); None when absent.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let reply = self.get("/metrics").await;
+        assert_eq!(reply.status, 200, "GET /metrics: {}", reply.body);
+        let text = reply.body.as_str().unwrap_or_default().to_string();
+        text.lines()
+            .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .find_map(|value| value.trim().parse().ok())
+    }
+
+    /// Waits until the garbage collector has worked through everything it observed before
+    /// this call: a sentinel Secret in `namespace`, owned by a ConfigMap that never existed,
+    /// is created and must be collected. The collector observes changes in revision order
+    /// and takes queued work in order, and collecting the sentinel takes two rounds of it
+    /// (verify the unseen owner, then delete the dependent), so once the sentinel is gone
+    /// the work queued before it has been taken up and, in practice, done. This is how
+    /// "the collector did nothing" is proved without a fixed sleep.
+    pub async fn collector_caught_up(&self, namespace: &str) {
+        static SENTINELS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let sequence = SENTINELS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("gc-sentinel-{sequence}");
+        let path = format!("/api/v1/namespaces/{namespace}/secrets");
+        self.post(
+            &path,
+            &serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {
+                "name": name,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "name": format!("{name}-owner"),
+                    "uid": format!("00000000-0000-4000-8000-{sequence:012}")}]}}),
+        )
+        .await
+        .expect(201);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let reply = self.get(&format!("{path}/{name}")).await;
+            if reply.status == 404 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the garbage collector never collected the sentinel {namespace}/{name}: {}",
+                reply.body
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Opens `?watch=true&resourceVersion=rv` on a collection: every event after `rv`.
     pub async fn watch(&self, collection: &str, rv: i64) -> Watch {
         let separator = if collection.contains('?') { '&' } else { '?' };
