@@ -93,9 +93,10 @@ async fn until(http: &Http, path: &str, what: &str, check: impl Fn(&Value) -> bo
     }
 }
 
-/// Stays present for a while (the collector had every chance to act).
+/// Still present once the collector has worked through everything before this call (a
+/// sentinel, see [`Http::collector_caught_up`]): it had every chance to act, and did not.
 async fn stays(http: &Http, path: &str) -> Value {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    http.collector_caught_up(NS).await;
     http.get(path).await.expect(200)
 }
 
@@ -157,13 +158,18 @@ async fn s18_foreground_with_blocking_dependent() {
     .expect(200);
     gone(&http, &format!("{CM}/o")).await;
     // d DELETED strictly before o DELETED.
-    let deletions: Vec<String> = watch
-        .drain()
-        .await
-        .into_iter()
-        .filter(|(kind, _, _)| kind == "DELETED")
-        .map(|(_, name, _)| name)
-        .collect();
+    let mut deletions = Vec::new();
+    while deletions.last().map(String::as_str) != Some("o") {
+        let (kind, object) = watch.next().await;
+        if kind == "DELETED" {
+            deletions.push(
+                object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
     assert_eq!(deletions, ["d", "o"]);
     server.shutdown().await;
 }
