@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::raw::{Http, QUIET, Watch, rv};
@@ -82,6 +83,20 @@ impl Http {
     /// Waits until GET `path` is a 404.
     async fn gone(&self, path: &str) {
         self.poll(path, "gone", |body| body["code"] == 404).await;
+    }
+
+    /// Waits until the namespace controller has handled every event before this call: a
+    /// sentinel namespace is created, deleted, and must be removed. The controller is one
+    /// task that takes namespace events in revision order and works through the namespaces
+    /// due at once in name order, so once the sentinel (named to sort last) is removed, every
+    /// pass due before it is complete. This proves "the controller did nothing" without a
+    /// fixed sleep.
+    async fn namespace_controller_caught_up(&self) {
+        static SENTINELS: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("zz-sentinel-{}", SENTINELS.fetch_add(1, Ordering::SeqCst));
+        self.create_namespace(&name).await;
+        self.delete(&ns_path(&name)).await.expect(200);
+        self.gone(&ns_path(&name)).await;
     }
 }
 
@@ -383,7 +398,7 @@ async fn s39_pods_first() {
     assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 0, "{pod}");
 
     // The ConfigMap is untouched while the pod remains.
-    tokio::time::sleep(QUIET).await;
+    http.namespace_controller_caught_up().await;
     assert_eq!(http.get(&cm_path("t", "c")).await.expect(200), cm);
 
     http.merge_patch(
@@ -669,7 +684,8 @@ async fn n8_metadata_finalizers_hold_a_finalized_namespace() {
     for name in ["orphaned", "foreground"] {
         http.poll(&ns_path(name), "finalized", finalized).await;
     }
-    tokio::time::sleep(QUIET).await;
+    // Nothing removes them while their metadata finalizers remain.
+    http.namespace_controller_caught_up().await;
 
     // An update removing the last metadata finalizer removes the namespace (U7 + N8).
     let namespace = http.get(&ns_path("orphaned")).await.expect(200);
