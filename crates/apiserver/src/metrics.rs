@@ -55,6 +55,11 @@ impl Metrics {
             "Objects the garbage collector has deleted since the server started",
             gc.deleted.clone(),
         );
+        registry.register(
+            "garbage_collector_graph_rebuilds",
+            "Times the garbage collector fell behind the change stream and rebuilt its graph from a fresh list",
+            gc.graph_rebuilds.clone(),
+        );
     }
 
     pub fn new() -> Self {

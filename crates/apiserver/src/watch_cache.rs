@@ -73,6 +73,11 @@ pub struct WatchCacheOptions {
     pub history_capacity: usize,
     /// How often a watcher that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// How many decoded changes the live fan-out holds for a receiver that has not taken them
+    /// yet. A receiver further behind lags: an API watcher is closed (its client re-watches
+    /// from the history) and an in-process controller resynchronises from a list. Tests make
+    /// it tiny to force that path.
+    pub change_stream_capacity: usize,
 }
 
 impl Default for WatchCacheOptions {
@@ -80,6 +85,7 @@ impl Default for WatchCacheOptions {
         WatchCacheOptions {
             history_capacity: 100_000,
             bookmark_interval: Duration::from_secs(60),
+            change_stream_capacity: 8192,
         }
     }
 }
@@ -100,7 +106,6 @@ pub struct WatchCache {
     shutdown: CancellationToken,
 }
 
-const LIVE_CHANNEL_CAPACITY: usize = 8192;
 const WATCHER_BUFFER: usize = 256;
 
 fn decode_value(key: &[u8], value: &[u8], revision: Revision) -> Option<Arc<Value>> {
@@ -142,7 +147,7 @@ impl WatchCache {
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let head = store.current_revision().await?;
-        let (live, _) = broadcast::channel(LIVE_CHANNEL_CAPACITY);
+        let (live, _) = broadcast::channel(options.change_stream_capacity.max(1));
         let cache = Arc::new(WatchCache {
             store,
             history: Mutex::new(History {

@@ -5,7 +5,8 @@
 //!
 //! Each test is named after its §13 scenario (`s01_…`); the rule ids of §2–§8 are cited where
 //! a test checks them. Everything is bounded: waits for events are at most [`WAIT`], and "no
-//! event" means nothing arrived within [`QUIET`].
+//! event" means the next event is that of a sentinel written afterwards
+//! ([`common::raw::Watch::expect_quiet`]): watches are served in revision order.
 //!
 //! Not here: 17–20, 23, 33–36 and the GC halves of 22 (they need the garbage collector, which
 //! Finale does not have yet); 27's custom-resource half (no CRDs yet); 37–42 and 47 are in
@@ -221,7 +222,7 @@ async fn s01_plain_delete() {
     let deleted = watch.expect("DELETED", "a").await;
     assert!(rv(&deleted) > rv(&created), "{deleted}");
     assert_eq!(without_rv(&deleted), without_rv(&created));
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&cm_path("a"))
         .await
         .expect_failure(404, "NotFound");
@@ -275,7 +276,7 @@ async fn s03_finalizer_blocks() {
 
     let modified = watch.expect("MODIFIED", "f").await;
     assert_eq!(modified, body);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&cm_path("f")).await.expect(200), body);
     server.shutdown().await;
 }
@@ -301,7 +302,7 @@ async fn s04_repeat_delete_is_a_noop() {
         .expect(200);
     assert_eq!(background, terminating);
 
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&cm_path("f")).await.expect(200), terminating);
     server.shutdown().await;
 }
@@ -333,7 +334,7 @@ async fn s05_last_finalizer_removal_deletes() {
     assert_eq!(finalizers(&deleted), ["example.com/x"]);
     assert_eq!(without_rv(&deleted), without_rv(&terminating));
     assert!(rv(&deleted) > rv(&terminating), "{deleted}");
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&cm_path("f"))
         .await
         .expect_failure(404, "NotFound");
@@ -361,7 +362,7 @@ async fn s06_partial_removal() {
     );
     assert!(rv(&body) > rv(&terminating));
     assert_eq!(watch.expect("MODIFIED", "f").await, body);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&cm_path("f")).await.expect(200), body);
     server.shutdown().await;
 }
@@ -391,7 +392,7 @@ async fn s07_no_new_finalizers() {
             "metadata.finalizers".to_string()
         )
     );
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&cm_path("f")).await.expect(200), terminating);
 
     // Reordering is allowed: the same set holds no new finalizer.
@@ -481,7 +482,7 @@ async fn s09_deletion_timestamp_preserved() {
         terminating["metadata"]["deletionTimestamp"]
     );
     assert_eq!(watch.expect("MODIFIED", "f").await, again);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -548,7 +549,7 @@ async fn s11_uid_precondition() {
             "code": 409,
         })
     );
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&cm_path("a")).await.expect(200), created);
 
     // The right uid deletes.
@@ -690,7 +691,7 @@ async fn s15_body_beats_query() {
     assert_eq!(body, cm_deleted_status("o", &uid(&owner)));
     let deleted = watch.expect("DELETED", "o").await;
     assert!(finalizers(&deleted).is_empty(), "{deleted}");
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
 
     // A body without a policy still replaces the query entirely: no orphan either.
     let second = create_cm(&http, "o2", &[], json!({})).await;
@@ -738,8 +739,8 @@ async fn s16_dry_run() {
     assert_eq!(body["metadata"]["deletionGracePeriodSeconds"], 30, "{body}");
     assert_eq!(http.get(&pod_path("p")).await.expect(200), pod);
 
-    cm_watch.expect_quiet().await;
-    pod_watch.expect_quiet().await;
+    cm_watch.expect_quiet(&http).await;
+    pod_watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -901,7 +902,7 @@ async fn s24_policy_switch_on_second_delete() {
     let deleted = watch.expect("DELETED", "a").await;
     assert_eq!(finalizers(&deleted), ["orphan"]);
     assert_eq!(without_rv(&deleted), without_rv(&orphaned));
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&cm_path("a"))
         .await
         .expect_failure(404, "NotFound");
@@ -1042,7 +1043,7 @@ async fn s28_pod_graceful() {
         without_deletion_fields(&pod)
     );
     assert_eq!(watch.expect("MODIFIED", "p").await, body);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&pod_path("p")).await.expect(200), body);
     server.shutdown().await;
 }
@@ -1063,7 +1064,7 @@ async fn s29_only_shrink() {
             .expect(200);
         assert_eq!(body, graceful, "DELETE{query} must change nothing");
     }
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
 
     let shorter = http
         .delete(&format!("{}?gracePeriodSeconds=10", pod_path("p")))
@@ -1086,7 +1087,7 @@ async fn s29_only_shrink() {
         chrono::Duration::seconds(9)
     );
     assert_eq!(watch.expect("MODIFIED", "p").await, negative);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&pod_path("p")).await.expect(200), negative);
     server.shutdown().await;
 }
@@ -1115,7 +1116,7 @@ async fn s30_kubelet_completion() {
             uid(&pod)
         )
     );
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
 
     let body = http
         .delete_with(
@@ -1135,7 +1136,7 @@ async fn s30_kubelet_completion() {
     assert_eq!(without_rv(&deleted), without_rv(&modified));
     assert!(rv(&deleted) > rv(&modified));
     assert_eq!(body, deleted, "W2: the R-flag body is the DELETED object");
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&pod_path("p"))
         .await
         .expect_failure(404, "NotFound");
@@ -1165,7 +1166,7 @@ async fn s31_unscheduled_and_terminal_pods() {
             .await
             .expect_failure(404, "NotFound");
     }
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -1209,7 +1210,7 @@ async fn s32_pod_finalizer_vs_grace() {
     assert_eq!(held["metadata"]["deletionGracePeriodSeconds"], 0);
     assert_eq!(finalizers(&held), ["example.com/hold"]);
     assert_eq!(watch.expect("MODIFIED", "b").await, held);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(http.get(&pod_path("b")).await.expect(200), held);
     let patched = http
         .json_patch(&pod_path("b"), &remove_finalizer)
@@ -1219,7 +1220,7 @@ async fn s32_pod_finalizer_vs_grace() {
     assert_eq!(rv(&patched), rv(&held), "U7: nothing new was stored");
     let deleted = watch.expect("DELETED", "b").await;
     assert_eq!(without_rv(&deleted), without_rv(&held));
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&pod_path("b"))
         .await
         .expect_failure(404, "NotFound");
@@ -1266,7 +1267,7 @@ async fn s43_delete_collection() {
     );
     assert_eq!(without_rv(&deleted), without_rv(&a));
     assert_time_near(&modified, "deletionTimestamp", 0);
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     http.get(&cm_path("a"))
         .await
         .expect_failure(404, "NotFound");
@@ -1350,7 +1351,7 @@ async fn s46_watch_replay() {
     let deleted = watch.expect("DELETED", "a").await;
     assert_eq!(rv(&deleted), deletion_rv);
     assert_eq!(without_rv(&deleted), without_rv(&created));
-    watch.expect_quiet().await;
+    watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -1391,7 +1392,7 @@ async fn w1_w3_one_event_per_write_and_none_for_noops() {
         .expect(200);
     assert_eq!(rv(&gone), rv(&one_left));
 
-    let events = watch.drain().await;
+    let events = watch.drain(&http).await;
     let expected_kinds = [("MODIFIED", rv(&terminating)), ("MODIFIED", rv(&one_left))];
     assert_eq!(events.len(), 3, "{events:?}");
     for ((kind, name, rv), (want_kind, want_rv)) in events.iter().zip(expected_kinds) {

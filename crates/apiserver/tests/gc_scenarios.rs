@@ -93,9 +93,10 @@ async fn until(http: &Http, path: &str, what: &str, check: impl Fn(&Value) -> bo
     }
 }
 
-/// Stays present for a while (the collector had every chance to act).
+/// Still present once the collector has worked through everything before this call (a
+/// sentinel, see [`Http::collector_caught_up`]): it had every chance to act, and did not.
 async fn stays(http: &Http, path: &str) -> Value {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    http.collector_caught_up(NS).await;
     http.get(path).await.expect(200)
 }
 
@@ -157,13 +158,18 @@ async fn s18_foreground_with_blocking_dependent() {
     .expect(200);
     gone(&http, &format!("{CM}/o")).await;
     // d DELETED strictly before o DELETED.
-    let deletions: Vec<String> = watch
-        .drain()
-        .await
-        .into_iter()
-        .filter(|(kind, _, _)| kind == "DELETED")
-        .map(|(_, name, _)| name)
-        .collect();
+    let mut deletions = Vec::new();
+    while deletions.last().map(String::as_str) != Some("o") {
+        let (kind, object) = watch.next().await;
+        if kind == "DELETED" {
+            deletions.push(
+                object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
     assert_eq!(deletions, ["d", "o"]);
     server.shutdown().await;
 }
@@ -472,6 +478,59 @@ async fn cascade_completes_after_a_restart() {
     tokio::time::timeout(Duration::from_secs(20), running.shutdown())
         .await
         .expect("clean stop");
+}
+
+/// The collector's graph after it fell behind its change stream (issue 18, item 4). With a
+/// change stream that holds a single event, a burst of owner deletions overruns the collector;
+/// it must rebuild its graph from a fresh list, find the owners gone, and collect every
+/// dependent, as a restart would. Rebuilding by re-adding the listed objects to the old graph
+/// would keep the deleted owners in it and their dependents forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_deleted_while_the_collector_lags_still_take_their_dependents() {
+    const OWNERS: usize = 40;
+    const REBUILDS: &str = "apiserver_garbage_collector_graph_rebuilds_total";
+    let server =
+        TestServer::start_with(|config| config.watch_cache.change_stream_capacity = 1).await;
+    let http = Http::new(&server);
+    http.post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await
+    .expect(201);
+    let mut owners = Vec::new();
+    for i in 0..OWNERS {
+        owners.push(config_map(&http, &format!("owner-{i}"), vec![], &[]).await);
+    }
+    for (i, owner) in owners.iter().enumerate() {
+        secret(
+            &http,
+            &format!("dependent-{i}"),
+            vec![owner_ref("ConfigMap", owner, false)],
+        )
+        .await;
+    }
+    // The collector knows every owner and dependent before they are deleted.
+    http.collector_caught_up(NS).await;
+    let rebuilds_before = http.metric(REBUILDS).await.expect("the rebuild counter");
+
+    let deletes = owners.iter().enumerate().map(|(i, _)| {
+        let http = &http;
+        async move { http.delete(&format!("{CM}/owner-{i}")).await.expect(200) }
+    });
+    futures::future::join_all(deletes).await;
+    http.collector_caught_up(NS).await;
+    let rebuilds_after = http.metric(REBUILDS).await.expect("the rebuild counter");
+    assert!(
+        rebuilds_after > rebuilds_before,
+        "precondition: the collector fell behind while the owners were deleted \
+         ({rebuilds_before} rebuilds before, {rebuilds_after} after)"
+    );
+
+    for i in 0..OWNERS {
+        gone(&http, &format!("{SECRETS}/dependent-{i}")).await;
+    }
+    server.shutdown().await;
 }
 
 /// kube-rs `delete` with each `PropagationPolicy`.

@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,6 +76,24 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Merge-patches a gadget; a 409 Conflict is retried (a few times), anything else fails the
+/// test: a concurrent writer's outcome is checked, never discarded.
+async fn write_until_accepted(gadgets: &Api<Gadget>, name: &str, patch: &serde_json::Value) {
+    for _ in 0..10 {
+        match gadgets
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(error) => panic!("patching {name} with {patch} failed: {error}"),
+        }
+    }
+    panic!("patching {name} with {patch}: still a conflict after 10 tries");
 }
 
 #[tokio::test]
@@ -182,6 +201,55 @@ async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers()
         .await
         .map_err(|e| ReconcileError(e.to_string()))
     };
+    const COUNT: usize = 20;
+    const WRITERS: usize = 4;
+    let names: Vec<String> = (0..COUNT).map(|i| format!("g{i}")).collect();
+    for name in &names {
+        gadgets
+            .create(&PostParams::default(), &gadget(name, 1))
+            .await
+            .expect("create");
+    }
+    // Four writers change labels and spec of every gadget in rounds. They start before the
+    // controller, and each goes on until the finalizer is on every gadget and it has
+    // finished one more round, so their writes race the helper's. Each write must succeed
+    // (a 409 Conflict is retried); each writer returns its last round.
+    let finalized = Arc::new(AtomicBool::new(false));
+    let (round_zero_done, mut rounds_zero_done) = tokio::sync::mpsc::channel::<()>(WRITERS);
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let gadgets = gadgets.clone();
+            let names = names.clone();
+            let finalized = Arc::clone(&finalized);
+            let round_zero_done = round_zero_done.clone();
+            tokio::spawn(async move {
+                let mut round = 0;
+                loop {
+                    let done = finalized.load(Ordering::SeqCst);
+                    for name in &names {
+                        let patch = json!({"metadata": {"labels": {format!("writer-{w}"): round.to_string()}},
+                                           "spec": {"size": round}});
+                        write_until_accepted(&gadgets, name, &patch).await;
+                    }
+                    if round == 0 {
+                        round_zero_done.send(()).await.expect("the test is waiting");
+                    }
+                    if done {
+                        return round;
+                    }
+                    round += 1;
+                    assert!(round < 1000, "writer-{w}: the finalizers never all arrived");
+                }
+            })
+        })
+        .collect();
+    drop(round_zero_done);
+    for _ in 0..WRITERS {
+        within(WAIT, rounds_zero_done.recv())
+            .await
+            .expect("every writer finishes its first round");
+    }
+
     let controller = Controller::new(gadgets.clone(), watcher::Config::default())
         .run(
             reconcile,
@@ -190,33 +258,6 @@ async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers()
         )
         .for_each(|_| async {});
     let running = tokio::spawn(controller);
-
-    const COUNT: usize = 20;
-    let names: Vec<String> = (0..COUNT).map(|i| format!("g{i}")).collect();
-    for name in &names {
-        gadgets
-            .create(&PostParams::default(), &gadget(name, 1))
-            .await
-            .expect("create");
-    }
-    // Four writers keep changing labels and spec while the finalizer is being added.
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let gadgets = gadgets.clone();
-            let names = names.clone();
-            tokio::spawn(async move {
-                for round in 0..5 {
-                    for name in &names {
-                        let patch = json!({"metadata": {"labels": {format!("writer-{w}"): round.to_string()}},
-                                           "spec": {"size": round}});
-                        let _ = gadgets
-                            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await;
-                    }
-                }
-            })
-        })
-        .collect();
     eventually("the finalizer on every gadget", || async {
         let listed = gadgets.list(&ListParams::default()).await.expect("list");
         listed.items.len() == COUNT
@@ -226,17 +267,38 @@ async fn finalizer_helper_holds_objects_until_cleanup_under_concurrent_writers()
                 .all(|g| g.finalizers().iter().any(|f| f == FINALIZER))
     })
     .await;
+    finalized.store(true, Ordering::SeqCst);
+    let mut last_rounds = Vec::new();
     for writer in writers {
-        within(WAIT, writer).await.expect("writer finished");
+        last_rounds.push(within(WAIT, writer).await.expect("writer finished"));
     }
-    // No writer removed the finalizer the helper added.
+    // Every write landed, none was lost to another, and no writer removed the finalizer the
+    // helper added.
     let listed = gadgets.list(&ListParams::default()).await.expect("list");
-    assert!(
-        listed
-            .items
-            .iter()
-            .all(|g| g.finalizers() == [FINALIZER.to_string()])
-    );
+    assert_eq!(listed.items.len(), COUNT);
+    for gadget in &listed.items {
+        assert_eq!(
+            gadget.finalizers(),
+            [FINALIZER.to_string()],
+            "{}",
+            gadget.name_any()
+        );
+        for (w, last) in last_rounds.iter().enumerate() {
+            assert_eq!(
+                gadget.labels().get(&format!("writer-{w}")),
+                Some(&last.to_string()),
+                "{}: writer-{w}'s last write is not there: {:?}",
+                gadget.name_any(),
+                gadget.labels()
+            );
+        }
+        assert!(
+            last_rounds.contains(&gadget.spec.size),
+            "{}: size {} is no writer's last write ({last_rounds:?})",
+            gadget.name_any(),
+            gadget.spec.size
+        );
+    }
 
     // Watch deletions: each object may leave only after its cleanup ran.
     let mut events = watcher(gadgets.clone(), watcher::Config::default()).boxed();

@@ -5,10 +5,12 @@
 //! following a ConfigMap through its finalizer.
 //!
 //! Raw HTTPS gives exact codes and bodies; every wait is bounded ([`WAIT`]); "no event" means
-//! nothing arrived within [`QUIET`].
+//! nothing arrived before a sentinel write (and, where the namespace controller could act,
+//! after it has handled a sentinel namespace).
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::raw::{Http, QUIET, Watch, rv};
@@ -82,6 +84,20 @@ impl Http {
     /// Waits until GET `path` is a 404.
     async fn gone(&self, path: &str) {
         self.poll(path, "gone", |body| body["code"] == 404).await;
+    }
+
+    /// Waits until the namespace controller has handled every event before this call: a
+    /// sentinel namespace is created, deleted, and must be removed. The controller is one
+    /// task that takes namespace events in revision order and works through the namespaces
+    /// due at once in name order, so once the sentinel (named to sort last) is removed, every
+    /// pass due before it is complete. This proves "the controller did nothing" without a
+    /// fixed sleep.
+    async fn namespace_controller_caught_up(&self) {
+        static SENTINELS: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("zz-sentinel-{}", SENTINELS.fetch_add(1, Ordering::SeqCst));
+        self.create_namespace(&name).await;
+        self.delete(&ns_path(&name)).await.expect(200);
+        self.gone(&ns_path(&name)).await;
     }
 }
 
@@ -188,7 +204,8 @@ async fn s37_namespace_delete() {
             rv(&settled),
         )
         .await;
-    watch.expect_quiet().await;
+    http.namespace_controller_caught_up().await;
+    watch.expect_quiet(&http).await;
     let current = http.get(&ns_path("t")).await.expect(200);
     let again = http.delete(&ns_path("t")).await.expect(200);
     assert_eq!(
@@ -199,7 +216,8 @@ async fn s37_namespace_delete() {
         again["metadata"]["deletionTimestamp"],
         body["metadata"]["deletionTimestamp"]
     );
-    watch.expect_quiet().await;
+    http.namespace_controller_caught_up().await;
+    watch.expect_quiet(&http).await;
 
     // N5: no new content…
     let status = http
@@ -323,7 +341,8 @@ async fn s38_namespace_blocked_by_finalizer() {
             rv(&namespace),
         )
         .await;
-    watch.expect_quiet().await;
+    http.namespace_controller_caught_up().await;
+    watch.expect_quiet(&http).await;
     assert_eq!(
         http.get(&ns_path("t")).await.expect(200)["status"]["phase"],
         "Terminating"
@@ -383,7 +402,7 @@ async fn s39_pods_first() {
     assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 0, "{pod}");
 
     // The ConfigMap is untouched while the pod remains.
-    tokio::time::sleep(QUIET).await;
+    http.namespace_controller_caught_up().await;
     assert_eq!(http.get(&cm_path("t", "c")).await.expect(200), cm);
 
     http.merge_patch(
@@ -457,6 +476,8 @@ async fn s41_finalize_subresource() {
     http.get(&ns_path("live")).await.expect(200);
 
     let terminating = http.delete(&ns_path("t")).await.expect(200);
+    // The one fixed wait left: the delay holds every namespace back alike, so no sentinel
+    // namespace could be handled first to prove the controller got past `t`.
     tokio::time::sleep(QUIET).await;
     let stored = http.get(&ns_path("t")).await.expect(200);
     assert_eq!(stored, terminating, "the controller is held back");
@@ -511,10 +532,11 @@ async fn s41_finalize_subresource() {
     let (kind, deleted) = watch.next().await;
     assert_eq!(kind, "DELETED", "{deleted}");
     assert_eq!(deleted["metadata"]["name"], "t");
-    watch.expect_quiet().await;
     http.get(&ns_path("t"))
         .await
         .expect_failure(404, "NotFound");
+    // Nothing after the DELETED (the sentinel re-creates `t`, the one name this watch sees).
+    watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -628,10 +650,11 @@ async fn empty_namespace_is_gone_within_two_seconds() {
     );
     assert_eq!(deleted["metadata"]["name"], "t");
     assert!(rv(&deleted) > rv(&before[before.len() - 1].1));
-    watch.expect_quiet().await;
     http.get(&ns_path("t"))
         .await
         .expect_failure(404, "NotFound");
+    // Nothing after the DELETED (the sentinel re-creates `t`, the one name this watch sees).
+    watch.expect_quiet(&http).await;
     server.shutdown().await;
 }
 
@@ -669,7 +692,8 @@ async fn n8_metadata_finalizers_hold_a_finalized_namespace() {
     for name in ["orphaned", "foreground"] {
         http.poll(&ns_path(name), "finalized", finalized).await;
     }
-    tokio::time::sleep(QUIET).await;
+    // Nothing removes them while their metadata finalizers remain.
+    http.namespace_controller_caught_up().await;
 
     // An update removing the last metadata finalizer removes the namespace (U7 + N8).
     let namespace = http.get(&ns_path("orphaned")).await.expect(200);

@@ -2,12 +2,17 @@
 //! restart, because the collector rebuilds its graph from storage and re-detects unfinished
 //! work — a foreground owner still waiting for its dependents, and dependents whose owner is
 //! already gone.
+//!
+//! That the crash really interrupted the cascade is checked, not assumed: between the kill
+//! and the restart the store is read offline, and some dependents must still be in it.
 
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::{Api, Env, eventually};
+use finale_store::{RangeRequest, RedbStore, RedbStoreOptions, Store, prefix_range};
 use serde_json::{Value, json};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
@@ -30,6 +35,37 @@ fn create(api: &Api, name: &str, owner: Option<&Value>, finalizers: &[&str]) -> 
         .expect("create");
     assert_eq!(response.status, 201, "{}", response.body);
     response.json()
+}
+
+/// Names of the ConfigMaps in `default` starting with `prefix`, read straight from the store
+/// of a stopped server. Opening the store replays its write-ahead log, exactly as the
+/// server's own start would, so this is what the restarted server finds.
+fn stored_config_maps(data_dir: &Path, prefix: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime to read the store");
+    runtime.block_on(async {
+        let store = RedbStore::open(&data_dir.join("store"), RedbStoreOptions::default())
+            .expect("open the killed server's store");
+        let key_prefix = format!("/registry/core/configmaps/default/{prefix}");
+        let listed = store
+            .range(RangeRequest {
+                range: prefix_range(key_prefix.as_bytes()),
+                ..RangeRequest::default()
+            })
+            .await
+            .expect("read the ConfigMaps");
+        store.close().await;
+        listed
+            .kvs
+            .iter()
+            .filter_map(|kv| {
+                let key = String::from_utf8_lossy(&kv.key).into_owned();
+                key.rsplit('/').next().map(str::to_string)
+            })
+            .collect()
+    })
 }
 
 fn delete(api: &Api, path: &str) {
@@ -68,6 +104,23 @@ fn cascades_interrupted_by_a_crash_complete_after_the_restart() {
 
     // Crash in the middle of the background cascade, then restart on the same data.
     env.server.kill9().expect("kill -9");
+    let left_at_the_crash = stored_config_maps(&env.server.data_dir, "dep-");
+    assert!(
+        !left_at_the_crash.is_empty(),
+        "precondition: the kill came after the cascade had finished (no dependent left in \
+         storage), so the restart has nothing to complete{}",
+        env.log()
+    );
+    eprintln!(
+        "{} of 300 dependents left at the crash",
+        left_at_the_crash.len()
+    );
+    let root_at_the_crash = stored_config_maps(&env.server.data_dir, "root");
+    assert_eq!(
+        root_at_the_crash,
+        ["root"],
+        "precondition: the foreground owner waits at the crash"
+    );
     env.server.restart().expect("restart");
     let api = env.api();
 

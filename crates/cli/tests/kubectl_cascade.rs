@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Env, eventually};
@@ -161,6 +162,22 @@ fn collected(env: &Env, object: &[&str]) {
     });
 }
 
+/// Waits until the collector has worked through everything it observed before this call: a
+/// sentinel Secret owned by a ConfigMap that never existed is applied and must be collected.
+/// The collector observes changes in revision order and takes queued work in order, and
+/// collecting the sentinel takes two rounds of it (verify the unseen owner, then delete the
+/// dependent), so once the sentinel is gone the work queued before it has been taken up and,
+/// in practice, done. This proves "the collector did nothing" without a fixed sleep.
+fn collector_caught_up(env: &Env) {
+    static SENTINELS: AtomicUsize = AtomicUsize::new(0);
+    let sequence = SENTINELS.fetch_add(1, Ordering::SeqCst);
+    let name = format!("gc-sentinel-{sequence}");
+    let never_existed = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": format!("{name}-owner"),
+                               "uid": format!("00000000-0000-4000-8000-{sequence:012}")});
+    apply(env, &[secret(&name, &[&never_existed])]);
+    collected(env, &["secret", &name]);
+}
+
 /// The names in the object's ownerReferences, in order.
 fn owner_names(env: &Env, object: &[&str]) -> Vec<String> {
     jsonpath(env, object, "{.metadata.ownerReferences[*].name}")
@@ -213,7 +230,7 @@ fn foreground_waits_for(env: &Env, owner: &[&str], held: &[&str]) {
         (!jsonpath(env, held, "{.metadata.deletionTimestamp}").is_empty()).then_some(())
     })
     .unwrap_or_else(|| panic!("{held:?} was never deleted{}", env.log()));
-    std::thread::sleep(Duration::from_secs(1));
+    collector_caught_up(env);
     assert!(
         exists(env, owner),
         "{owner:?} went while {held:?} still blocks it{}",
@@ -371,7 +388,7 @@ fn foreground_cascade_waits_for_blocking_dependents() {
             env.log()
         )
     });
-    std::thread::sleep(Duration::from_secs(1));
+    collector_caught_up(&env);
     assert!(
         exists(&env, &["configmap", "owner"]),
         "the owner went while the blocker still blocks it{}",
@@ -486,7 +503,7 @@ fn orphan_cascade_keeps_dependents_without_the_reference() {
     let shared = env.get_json(&["configmap", "shared"]);
     assert_eq!(shared["metadata"]["ownerReferences"], json!([keeper]));
     // Nothing is collected later either.
-    std::thread::sleep(Duration::from_secs(1));
+    collector_caught_up(&env);
     assert!(exists(&env, &["configmap", "child"]));
     assert!(exists(&env, &["secret", "child-secret"]));
     assert_eq!(owner_names(&env, &["configmap", "grandchild"]), ["child"]);
@@ -583,7 +600,7 @@ fn namespace_owner_collects_dependents_in_other_namespaces() {
         ],
     );
     // Valid (GC21): nothing is collected while the owner exists.
-    std::thread::sleep(Duration::from_secs(1));
+    collector_caught_up(&env);
     assert!(exists(&env, &["configmap", "in-default"]));
     assert!(exists(&env, &at("configmap", "in-other", Some("other"))));
 
@@ -628,7 +645,7 @@ fn cluster_scoped_custom_resource_owner() {
             manifest("v1", "ConfigMap", "or-other", Some("other"), &[&or], &[]),
         ],
     );
-    std::thread::sleep(Duration::from_secs(1));
+    collector_caught_up(&env);
     assert_eq!(owner_names(&env, &["configmap", "fg-default"]), ["fg"]);
     assert_eq!(
         owner_names(&env, &at("secret", "fg-other", Some("other"))),

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, eventually};
+use common::{Env, eventually, kubectl_watch_opened};
 use serde_json::{Value, json};
 
 /// The JSON patch that drops every finalizer: the manual escape hatch.
@@ -92,10 +92,23 @@ fn delete_with_finalizers_then_patch_releases_a_waiter() {
 
     let mut waiter = env
         .kubectl
-        .spawn(&["wait", "--for=delete", "configmap/held", "--timeout=60s"])
+        .spawn(&[
+            "wait",
+            "--for=delete",
+            "configmap/held",
+            "--timeout=60s",
+            "-v=6",
+        ])
         .expect("start kubectl wait");
-    // Give the waiter time to reach its watch; it must not return while the finalizers hold.
-    std::thread::sleep(Duration::from_millis(700));
+    // Once the waiter has listed the object and opened its watch, it must not return while
+    // the finalizers hold.
+    waiter
+        .wait_for(
+            Duration::from_secs(20),
+            "its watch request",
+            kubectl_watch_opened,
+        )
+        .unwrap_or_else(|e| panic!("{e:#}{}", env.log()));
     assert!(
         waiter.wait_exit(Duration::ZERO).is_none(),
         "kubectl wait returned while the finalizers are still there: {}",

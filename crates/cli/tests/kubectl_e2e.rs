@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, eventually};
+use common::{Env, eventually, kubectl_watch_opened};
 use serde_json::Value;
 
 /// ConfigMap + Secret + Service + a Deployment with two containers, each with env.
@@ -540,9 +540,21 @@ fn wait_for_delete_returns_once_the_last_finalizer_is_removed() {
     // A waiter started before the finalizer goes must see the deletion through its watch.
     let mut waiter = env
         .kubectl
-        .spawn(&["wait", "--for=delete", "configmap/guarded", "--timeout=60s"])
+        .spawn(&[
+            "wait",
+            "--for=delete",
+            "configmap/guarded",
+            "--timeout=60s",
+            "-v=6",
+        ])
         .expect("start kubectl wait");
-    std::thread::sleep(Duration::from_secs(1));
+    waiter
+        .wait_for(
+            Duration::from_secs(20),
+            "its watch request",
+            kubectl_watch_opened,
+        )
+        .unwrap_or_else(|e| panic!("{e:#}{}", env.log()));
     assert!(
         waiter.wait_exit(Duration::ZERO).is_none(),
         "kubectl wait returned while the finalizer is still there: {}",

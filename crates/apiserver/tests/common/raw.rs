@@ -9,7 +9,8 @@ use tokio::sync::mpsc;
 
 use super::{TestServer, WAIT, within};
 
-/// How long a watch must stay silent for "no event".
+/// A fixed wait, only for a check no sentinel can end (a controller held back for every
+/// object alike); "no watch event" is proved with a sentinel ([`Watch::expect_quiet`]).
 pub const QUIET: Duration = Duration::from_millis(300);
 
 /// An object's `metadata.uid`.
@@ -183,6 +184,98 @@ impl Http {
         .await
     }
 
+    /// The value of one sample on `/metrics` (a metric without labels); None when absent.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let reply = self.get("/metrics").await;
+        assert_eq!(reply.status, 200, "GET /metrics: {}", reply.body);
+        let text = reply.body.as_str().unwrap_or_default().to_string();
+        text.lines()
+            .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .find_map(|value| value.trim().parse().ok())
+    }
+
+    /// Waits until the garbage collector has worked through everything it observed before
+    /// this call: a sentinel Secret in `namespace`, owned by a ConfigMap that never existed,
+    /// is created and must be collected. The collector observes changes in revision order
+    /// and takes queued work in order, and collecting the sentinel takes two rounds of it
+    /// (verify the unseen owner, then delete the dependent), so once the sentinel is gone
+    /// the work queued before it has been taken up and, in practice, done. This is how
+    /// "the collector did nothing" is proved without a fixed sleep.
+    pub async fn collector_caught_up(&self, namespace: &str) {
+        static SENTINELS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let sequence = SENTINELS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("gc-sentinel-{sequence}");
+        let path = format!("/api/v1/namespaces/{namespace}/secrets");
+        self.post(
+            &path,
+            &serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {
+                "name": name,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "name": format!("{name}-owner"),
+                    "uid": format!("00000000-0000-4000-8000-{sequence:012}")}]}}),
+        )
+        .await
+        .expect(201);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let reply = self.get(&format!("{path}/{name}")).await;
+            if reply.status == 404 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the garbage collector never collected the sentinel {namespace}/{name}: {}",
+                reply.body
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Writes something the watch on `collection` must see, and returns the event it makes
+    /// (type, object name): with a `metadata.name` field selector, an annotation on that
+    /// object (or the object itself, created, once it is gone); otherwise a new object in the
+    /// collection (ConfigMaps, Pods, Namespaces).
+    pub async fn write_watch_sentinel(&self, collection: &str) -> (&'static str, String) {
+        static SENTINELS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let sequence = SENTINELS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (path, query) = collection.split_once('?').unwrap_or((collection, ""));
+        let plural = path.rsplit('/').next().unwrap_or_default();
+        let selected = query
+            .split('&')
+            .find_map(|part| part.strip_prefix("fieldSelector=metadata.name%3D"));
+        let name = match selected {
+            Some(name) => {
+                let annotate = serde_json::json!({"metadata": {"annotations": {
+                    "test.finale.dev/watch-sentinel": sequence.to_string()}}});
+                let reply = self.merge_patch(&format!("{path}/{name}"), &annotate).await;
+                match reply.status {
+                    200 => return ("MODIFIED", name.to_string()),
+                    404 => name.to_string(),
+                    _ => panic!(
+                        "cannot annotate {path}/{name} as a watch sentinel: {}",
+                        reply.body
+                    ),
+                }
+            }
+            None => format!("watch-sentinel-{sequence}"),
+        };
+        let object = match plural {
+            "configmaps" => {
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+            }
+            "namespaces" => {
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            }
+            "pods" => {
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+            }
+            other => panic!("no watch sentinel for the collection {other}"),
+        };
+        self.post(path, &object).await.expect(201);
+        ("ADDED", name)
+    }
+
     /// Opens `?watch=true&resourceVersion=rv` on a collection: every event after `rv`.
     pub async fn watch(&self, collection: &str, rv: i64) -> Watch {
         let separator = if collection.contains('?') { '&' } else { '?' };
@@ -211,12 +304,18 @@ impl Http {
                 }
             }
         });
-        Watch { received, reader }
+        Watch {
+            collection: collection.to_string(),
+            received,
+            reader,
+        }
     }
 }
 
 /// A raw watch whose events are collected by a background reader.
 pub struct Watch {
+    /// The collection (with its query) this watch follows.
+    pub collection: String,
     pub received: mpsc::UnboundedReceiver<(String, Value)>,
     pub reader: tokio::task::JoinHandle<()>,
 }
@@ -246,28 +345,35 @@ impl Watch {
         object
     }
 
-    /// W1: nothing arrives within [`QUIET`].
-    pub async fn expect_quiet(&mut self) {
-        if let Ok(Some((kind, object))) = tokio::time::timeout(QUIET, self.received.recv()).await {
-            panic!("expected no watch event, got {kind} {object}");
-        }
+    /// W1 without a fixed wait: nothing arrives before a sentinel written now
+    /// ([`Http::write_watch_sentinel`]). A watch is served in revision order, so an event for
+    /// anything written before the sentinel would come first. The sentinel's event is consumed.
+    pub async fn expect_quiet(&mut self, http: &Http) {
+        let (kind, name) = http.write_watch_sentinel(&self.collection).await;
+        let (got, object) = self.next().await;
+        assert_eq!(
+            (got.as_str(), object["metadata"]["name"].as_str()),
+            (kind, Some(name.as_str())),
+            "expected no watch event before the sentinel ({kind} {name}), got {got} {object}"
+        );
     }
 
-    /// Every event until the watch has been quiet for [`QUIET`], as (type, name, rv).
-    pub async fn drain(&mut self) -> Vec<(String, String, i64)> {
+    /// Every event before a sentinel written now ([`Http::write_watch_sentinel`]), as (type,
+    /// name, rv); the sentinel's event is consumed.
+    pub async fn drain(&mut self, http: &Http) -> Vec<(String, String, i64)> {
+        let (sentinel_kind, sentinel) = http.write_watch_sentinel(&self.collection).await;
         let mut events = Vec::new();
-        while let Ok(Some((kind, object))) = tokio::time::timeout(QUIET, self.received.recv()).await
-        {
+        loop {
+            let (kind, object) = self.next().await;
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or("")
                 .to_string();
+            if kind == sentinel_kind && name == sentinel {
+                return events;
+            }
             events.push((kind, name, rv(&object)));
-            assert!(
-                events.len() < 100,
-                "the watch does not go quiet: {events:?}"
-            );
+            assert!(events.len() < 100, "the sentinel never came: {events:?}");
         }
-        events
     }
 }

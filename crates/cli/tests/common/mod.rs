@@ -298,6 +298,15 @@ pub fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) ->
     }
 }
 
+/// Whether a kubectl run with `-v=6` has logged an answered watch request (a `watch=true`
+/// request with `200 OK`): its initial list is done and its watch is open. A test waits for
+/// this instead of sleeping while a background kubectl "gets going".
+pub fn kubectl_watch_opened(output: &str) -> bool {
+    output
+        .lines()
+        .any(|line| line.contains("watch=true") && line.contains("200 OK"))
+}
+
 /// `metadata.resourceVersion` as a number (it is the store revision).
 pub fn resource_version(object: &Value) -> i64 {
     object["metadata"]["resourceVersion"]

@@ -10,9 +10,12 @@
 //!                                                              preconditions, finalizer removal
 //! ```
 //!
-//! - The graph is built from one in-process list of every deletable resource and then kept
-//!   current from the registry's change stream, which carries every committed write of every
-//!   kind — a CRD created later is covered without any restart or re-discovery (GC1).
+//! - The graph ([`graph`]) is built from one in-process list of every deletable resource and
+//!   then kept current from the registry's change stream, which carries every committed write
+//!   of every kind — a CRD created later is covered without any restart or re-discovery (GC1).
+//!   A collector that falls behind the stream builds a new graph from a fresh list and swaps
+//!   it in, as at start-up; owners deleted meanwhile are then verified absent and their
+//!   dependents collected.
 //! - Graph events queue work exactly where upstream does (GC3): a deleted owner queues its
 //!   dependents; an owner referenced but never seen becomes a *virtual* node that is queued to
 //!   be verified; an owner turning terminating with `foregroundDeletion` queues itself and its
@@ -28,6 +31,8 @@
 //! Unlike upstream, the graph is never stale with respect to storage by more than the change
 //! stream's latency, and workers read the store directly, so there is no informer warm-up:
 //! cascading starts as soon as the initial list (milliseconds for thousands of objects) is in.
+
+mod graph;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -47,6 +52,7 @@ use crate::registry::{
 use crate::resources::ResourceType;
 use crate::status::ApiResult;
 use crate::watch_cache::CachedEvent;
+use graph::{Graph, Identity, Item, OwnerRef, has_finalizer, owner_refs};
 
 /// How many items are worked on at once. Deletes are durable writes; running many lets
 /// group commit share fsyncs among them.
@@ -63,55 +69,8 @@ pub struct GcMetrics {
     pub queue_depth: Gauge,
     /// Objects the collector deleted.
     pub deleted: prometheus_client::metrics::counter::Counter,
-}
-
-/// Who an object is: enough to GET it again.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Identity {
-    api_version: String,
-    kind: String,
-    namespace: Option<String>,
-    name: String,
-}
-
-/// One `metadata.ownerReferences` entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct OwnerRef {
-    api_version: String,
-    kind: String,
-    name: String,
-    uid: String,
-    block_owner_deletion: bool,
-}
-
-#[derive(Debug)]
-struct Node {
-    identity: Identity,
-    owners: Vec<OwnerRef>,
-    dependents: HashSet<String>,
-    /// Terminating (deletionTimestamp set).
-    being_deleted: bool,
-    /// Terminating with `foregroundDeletion`: waits for its blocking dependents.
-    deleting_dependents: bool,
-    /// Referenced as an owner but not observed (yet).
-    virtual_node: bool,
-    /// The resourceVersion last applied, so that a replayed older event is ignored.
-    revision: i64,
-}
-
-#[derive(Default)]
-struct Graph {
-    nodes: HashMap<String, Node>,
-    /// Owners known not to exist, by uid and the namespace they were looked up in (GC8's
-    /// absent-owner cache): an owner absent from one namespace may well exist in another.
-    absent: HashSet<(String, Option<String>)>,
-}
-
-/// Work for the queues.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Item {
-    AttemptToDelete(String),
-    Orphan(String),
+    /// Times the collector fell behind the change stream and rebuilt its graph from a list.
+    pub graph_rebuilds: prometheus_client::metrics::counter::Counter,
 }
 
 struct Collector {
@@ -169,13 +128,15 @@ async fn run(registry: Arc<Registry>, metrics: GcMetrics, shutdown: Cancellation
     }
 }
 
-/// Builds the graph, then keeps it current until shutdown; rebuilds it after a lag.
+/// Builds the graph, then keeps it current until shutdown. A collector that falls behind the
+/// change stream has lost events it cannot get back, so it builds a new graph from a fresh
+/// list and replaces the old one, exactly as at start-up.
 async fn follow_changes(collector: &Arc<Collector>, shutdown: &CancellationToken) {
     loop {
         // Subscribe before listing: nothing committed after the list can be missed, and
         // events the list already reflects are recognised by their resourceVersion.
         let mut changes = collector.registry.subscribe_changes();
-        if let Err(error) = collector.initial_sync().await {
+        if let Err(error) = collector.rebuild_graph().await {
             tracing::warn!(%error, "garbage collector cannot list objects; retrying");
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -188,7 +149,8 @@ async fn follow_changes(collector: &Arc<Collector>, shutdown: &CancellationToken
                 change = changes.recv() => match change {
                     Ok(event) => collector.observe(&event),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "garbage collector fell behind the change stream; rebuilding its graph");
+                        tracing::warn!(missed, "garbage collector fell behind the change stream; rebuilding its graph from a fresh list");
+                        collector.metrics.graph_rebuilds.inc();
                         break;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -223,27 +185,6 @@ fn type_of_key(registry: &Registry, key: &str) -> Option<Arc<ResourceType>> {
     registry.catalog().lookup_resource(group, plural)
 }
 
-fn owner_refs(object: &Value) -> Vec<OwnerRef> {
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|r| {
-            Some(OwnerRef {
-                api_version: r.get("apiVersion")?.as_str()?.to_string(),
-                kind: r.get("kind")?.as_str()?.to_string(),
-                name: r.get("name")?.as_str()?.to_string(),
-                uid: r.get("uid")?.as_str()?.to_string(),
-                block_owner_deletion: r
-                    .get("blockOwnerDeletion")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            })
-        })
-        .collect()
-}
-
 fn identity_of(resource: &ResourceType, object: &Value) -> Identity {
     Identity {
         api_version: object
@@ -255,16 +196,6 @@ fn identity_of(resource: &ResourceType, object: &Value) -> Identity {
         namespace: object::meta_str(object, "namespace").map(str::to_string),
         name: object::name(object).to_string(),
     }
-}
-
-fn has_finalizer(object: &Value, name: &str) -> bool {
-    object::finalizers(object).iter().any(|f| f == name)
-}
-
-fn revision_of(object: &Value) -> i64 {
-    object::meta_str(object, "resourceVersion")
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
 }
 
 /// How one owner reference stands (GC8).
@@ -302,9 +233,17 @@ impl Collector {
         self.graph.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Lists every tracked kind and feeds each object through the graph as an add.
-    async fn initial_sync(&self) -> ApiResult<()> {
-        let mut count = 0;
+    /// Builds a graph from a fresh list of every tracked kind, each object applied as an add,
+    /// and puts it in place of the current one; then queues the work the list implies.
+    ///
+    /// Built aside and swapped in whole, so workers never decide on a half-built graph (a
+    /// foreground owner whose blocking dependents are not listed yet would look free to go).
+    /// Nothing of the old graph is kept: an owner deleted while the collector was not
+    /// looking is simply not listed, so it comes back as a virtual node, is verified absent,
+    /// and its dependents are queued (GC3) — what upstream does for a vanished owner.
+    async fn rebuild_graph(&self) -> ApiResult<()> {
+        let mut graph = Graph::default();
+        let mut queue = Vec::new();
         for resource in tracked_types(&self.registry) {
             let list = self
                 .registry
@@ -321,11 +260,16 @@ impl Collector {
                     map.entry("apiVersion")
                         .or_insert_with(|| json!(resource.api_version()));
                 }
-                self.apply_put(&resource, &object);
-                count += 1;
+                queue.extend(graph.put(identity_of(&resource, &object), &object));
             }
         }
-        tracing::info!(objects = count, "garbage collector graph built");
+        let nodes = graph.nodes.len();
+        *self.lock_graph() = graph;
+        self.metrics.graph_nodes.set(nodes as i64);
+        tracing::info!(nodes, "garbage collector graph built");
+        for item in queue {
+            self.enqueue(item);
+        }
         Ok(())
     }
 
@@ -342,118 +286,12 @@ impl Collector {
 
     /// GC2/GC3 for an added or updated object.
     fn apply_put(&self, resource: &ResourceType, object: &Value) {
-        let uid = object::uid(object).to_string();
-        if uid.is_empty() {
-            return;
-        }
-        let revision = revision_of(object);
-        let owners = owner_refs(object);
-        let being_deleted = object::is_terminating(object);
-        let foreground = being_deleted && has_finalizer(object, FOREGROUND_FINALIZER);
-        let orphan = being_deleted && has_finalizer(object, ORPHAN_FINALIZER);
-        let identity = identity_of(resource, object);
-        let mut queue = Vec::new();
-        {
+        let queue = {
             let mut graph = self.lock_graph();
-            let previous_owners = match graph.nodes.get_mut(&uid) {
-                Some(node) if !node.virtual_node && node.revision >= revision => return,
-                Some(node) => {
-                    let before = std::mem::replace(&mut node.owners, owners.clone());
-                    node.identity = identity.clone();
-                    node.virtual_node = false;
-                    node.revision = revision;
-                    if foreground && !node.deleting_dependents {
-                        node.deleting_dependents = true;
-                        queue.push(Item::AttemptToDelete(uid.clone()));
-                        queue.extend(node.dependents.iter().cloned().map(Item::AttemptToDelete));
-                    }
-                    node.deleting_dependents = foreground;
-                    node.being_deleted = being_deleted;
-                    before
-                }
-                None => {
-                    graph.nodes.insert(
-                        uid.clone(),
-                        Node {
-                            identity: identity.clone(),
-                            owners: owners.clone(),
-                            dependents: HashSet::new(),
-                            being_deleted,
-                            deleting_dependents: foreground,
-                            virtual_node: false,
-                            revision,
-                        },
-                    );
-                    if foreground {
-                        queue.push(Item::AttemptToDelete(uid.clone()));
-                    }
-                    Vec::new()
-                }
-            };
-            graph
-                .absent
-                .remove(&(uid.clone(), identity.namespace.clone()));
-            if orphan {
-                queue.push(Item::Orphan(uid.clone()));
-            }
-            // Re-link owners: drop links that went, add the new ones (virtual if unseen).
-            for gone in previous_owners
-                .iter()
-                .filter(|old| !owners.iter().any(|o| o.uid == old.uid))
-            {
-                if let Some(owner) = graph.nodes.get_mut(&gone.uid) {
-                    owner.dependents.remove(&uid);
-                    if owner.deleting_dependents {
-                        queue.push(Item::AttemptToDelete(gone.uid.clone()));
-                    }
-                }
-            }
-            for unblocked in previous_owners.iter().filter(|old| {
-                old.block_owner_deletion
-                    && owners
-                        .iter()
-                        .any(|o| o.uid == old.uid && !o.block_owner_deletion)
-            }) {
-                queue.push(Item::AttemptToDelete(unblocked.uid.clone()));
-            }
-            for owner in &owners {
-                match graph.nodes.get_mut(&owner.uid) {
-                    Some(node) => {
-                        node.dependents.insert(uid.clone());
-                        // GC19: a namespaced owner in another namespace cannot be this
-                        // object's owner; let the worker find the reference dangling.
-                        if !node.virtual_node
-                            && node.identity.namespace.is_some()
-                            && identity.namespace.is_some()
-                            && node.identity.namespace != identity.namespace
-                        {
-                            queue.push(Item::AttemptToDelete(uid.clone()));
-                        }
-                    }
-                    None => {
-                        graph.nodes.insert(
-                            owner.uid.clone(),
-                            Node {
-                                identity: Identity {
-                                    api_version: owner.api_version.clone(),
-                                    kind: owner.kind.clone(),
-                                    namespace: identity.namespace.clone(),
-                                    name: owner.name.clone(),
-                                },
-                                owners: Vec::new(),
-                                dependents: HashSet::from([uid.clone()]),
-                                being_deleted: false,
-                                deleting_dependents: false,
-                                virtual_node: true,
-                                revision: 0,
-                            },
-                        );
-                        queue.push(Item::AttemptToDelete(owner.uid.clone()));
-                    }
-                }
-            }
+            let queue = graph.put(identity_of(resource, object), object);
             self.metrics.graph_nodes.set(graph.nodes.len() as i64);
-        }
+            queue
+        };
         for item in queue {
             self.enqueue(item);
         }
@@ -461,31 +299,12 @@ impl Collector {
 
     /// GC3 for a removal (observed, or found by verifying a virtual node).
     fn apply_delete(&self, uid: &str) {
-        let mut queue = Vec::new();
-        {
+        let queue = {
             let mut graph = self.lock_graph();
-            let Some(node) = graph.nodes.remove(uid) else {
-                return;
-            };
-            if !node.dependents.is_empty() {
-                graph
-                    .absent
-                    .insert((uid.to_string(), node.identity.namespace.clone()));
-            }
-            queue.extend(node.dependents.iter().cloned().map(Item::AttemptToDelete));
-            for owner in &node.owners {
-                if let Some(owner_node) = graph.nodes.get_mut(&owner.uid) {
-                    owner_node.dependents.remove(uid);
-                    if owner_node.deleting_dependents {
-                        queue.push(Item::AttemptToDelete(owner.uid.clone()));
-                    }
-                    if owner_node.virtual_node && owner_node.dependents.is_empty() {
-                        graph.nodes.remove(&owner.uid);
-                    }
-                }
-            }
+            let queue = graph.remove(uid);
             self.metrics.graph_nodes.set(graph.nodes.len() as i64);
-        }
+            queue
+        };
         for item in queue {
             self.enqueue(item);
         }
@@ -686,7 +505,7 @@ impl Collector {
         }
         let namespace = object::meta_str(dependent, "namespace").filter(|_| owner_type.namespaced);
         let absent_key = (owner.uid.clone(), namespace.map(str::to_string));
-        if self.lock_graph().absent.contains(&absent_key) {
+        if self.lock_graph().is_absent(&absent_key) {
             return Ok(Reference::Dangling);
         }
         let found = self.read(&owner_type, namespace, &owner.name).await?;
@@ -701,7 +520,7 @@ impl Collector {
                 }
             }
             _ => {
-                self.lock_graph().absent.insert(absent_key);
+                self.lock_graph().mark_absent(absent_key);
                 if owner_type.namespaced {
                     self.report_invalid_namespace(dependent_type, dependent, owner)
                         .await;
@@ -958,24 +777,5 @@ impl Collector {
         };
         self.remove_finalizer(&resource, &owner, ORPHAN_FINALIZER)
             .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_references_are_read_with_their_blocking_flag() {
-        let object = json!({"metadata": {"ownerReferences": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "u1", "blockOwnerDeletion": true},
-            {"apiVersion": "example.com/v1", "kind": "Widget", "name": "b", "uid": "u2"},
-            {"kind": "Broken"}
-        ]}});
-        let refs = owner_refs(&object);
-        assert_eq!(refs.len(), 2);
-        assert!(refs[0].block_owner_deletion);
-        assert!(!refs[1].block_owner_deletion);
-        assert_eq!(refs[1].api_version, "example.com/v1");
     }
 }
