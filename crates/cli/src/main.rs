@@ -54,7 +54,8 @@ struct ServerArgs {
     /// server's HTTPS endpoint.
     #[arg(long)]
     with_operators: bool,
-    /// Where the in-process operators serve their metrics (with --with-operators).
+    /// Where the in-process operators serve their metrics (with --with-operators). Taken:
+    /// the server does not start. Port 0 picks a free port (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     operator_metrics_addr: SocketAddr,
 }
@@ -94,6 +95,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Before anything else, so a taken port fails the start with nothing half-done.
+    let operator_metrics = if args.with_operators {
+        Some(
+            operator::bind_metrics(args.operator_metrics_addr, "--operator-metrics-addr")
+                .await
+                .context("cannot start the bundled operators")?,
+        )
+    } else {
+        None
+    };
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
     config.extra_sans = args.tls_sans;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
@@ -106,16 +117,21 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         started.elapsed().as_millis()
     );
     println!("export KUBECONFIG={}", kubeconfig.display());
-    let operators = if args.with_operators {
-        match operator::InProcess::start(&kubeconfig, args.operator_metrics_addr).await {
-            Ok(operators) => Some(operators),
+    let operators = match operator_metrics {
+        Some(listener) => match operator::InProcess::start(&kubeconfig, listener).await {
+            Ok(operators) => {
+                println!(
+                    "the bundled operators serve metrics on http://{}/metrics",
+                    operators.metrics_addr
+                );
+                Some(operators)
+            }
             Err(error) => {
                 running.shutdown().await;
                 return Err(error.context("cannot start the bundled operators"));
             }
-        }
-    } else {
-        None
+        },
+        None => None,
     };
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;

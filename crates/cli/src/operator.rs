@@ -1,5 +1,7 @@
 //! `finale operator <name>`: run a bundled operator against any Kubernetes API (Finale's or a
-//! real cluster's), found through a kubeconfig like kubectl finds it.
+//! real cluster's), found through a kubeconfig like kubectl finds it
+//! ([`finale_operator::client`]), and the same operators inside `finale server
+//! --with-operators` ([`InProcess`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,12 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use finale_operator::backoff::{Backoff, RateLimit, RateLimits};
+use finale_operator::client::{Clients, Environment, load_config};
 use finale_operator::install::install_crd;
-use finale_operator::leader::LeaseConfig;
+use finale_operator::leader::{LeaseConfig, RELEASE_TIMEOUT};
 use finale_operator::metrics::{self, Metrics};
 use finale_operator::runtime::{self, Settings};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -29,9 +31,9 @@ pub enum Operator {
 
 #[derive(clap::Args)]
 pub struct CommonArgs {
-    /// The kubeconfig to use. Default: $KUBECONFIG, then ~/.kube/config, then
-    /// ./finale-data/kubeconfig (a local `finale server`), then the in-cluster account.
-    #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
+    /// The kubeconfig to use. Default, as kubectl: $KUBECONFIG (a `:`-separated list,
+    /// merged), else ~/.kube/config, else the in-cluster service account.
+    #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
     #[arg(long)]
@@ -60,6 +62,10 @@ pub struct CommonArgs {
     /// Do not install or update the operator's CustomResourceDefinition at start.
     #[arg(long)]
     skip_crd_install: bool,
+    /// On SIGTERM/SIGINT, how long reconciliations in flight may take to finish before they are
+    /// cancelled (the Lease is then released, within 2 s more).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    graceful_shutdown_timeout: Duration,
 }
 
 #[derive(clap::Args)]
@@ -114,20 +120,33 @@ pub async fn run(operator: Operator) -> anyhow::Result<()> {
             args.ddl,
         ),
     };
-    let client = client(&common).await?;
+    let clients = clients(&common).await?;
+    let metrics_listener = bind_metrics(common.metrics_addr, "--metrics-addr").await?;
     let shutdown = shutdown_on_signals()?;
-    run_operators(client, &which, &common, ddl, shutdown).await
+    run_operators(clients, &which, &common, ddl, metrics_listener, shutdown).await
 }
 
-/// Runs `which` operators against `client` until `shutdown`: their CRDs installed first, one
-/// metrics endpoint for all, each with its own leader Lease.
+/// Binds the metrics address now, so that a taken port fails the start with a message that
+/// names the flag to change.
+pub async fn bind_metrics(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| {
+        format!(
+            "cannot listen for the operators' metrics on {addr}; choose another address with {flag} (port 0 picks a free one)"
+        )
+    })
+}
+
+/// Runs `which` operators until `shutdown`: their CRDs installed first, one metrics endpoint
+/// for all (on `metrics_listener`), each with its own leader Lease.
 async fn run_operators(
-    client: Client,
+    clients: Clients,
     which: &[Bundled],
     common: &CommonArgs,
     ddl: DdlArgs,
+    metrics_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let client = clients.requests.clone();
     let limit = RateLimit::new(ddl.ddl_rate, ddl.ddl_burst)
         .context("--ddl-rate and --ddl-burst must be at least 1")?;
     if !common.skip_crd_install {
@@ -148,12 +167,12 @@ async fn run_operators(
         }
     }
     let metrics = Arc::new(Metrics::new());
-    let bound = metrics::serve(common.metrics_addr, Arc::clone(&metrics), shutdown.clone()).await?;
+    let bound = metrics::serve(metrics_listener, Arc::clone(&metrics), shutdown.clone())?;
     tracing::info!(metrics = %format!("http://{bound}/metrics"), operators = ?which, "operators starting");
     let rate_limits = Arc::new(RateLimits::new(limit));
     let mut running = tokio::task::JoinSet::new();
     let shared = Shared {
-        client,
+        clients,
         metrics,
         rate_limits,
         shutdown: shutdown.clone(),
@@ -191,7 +210,7 @@ async fn run_operators(
 
 /// What every operator of one process shares.
 struct Shared {
-    client: Client,
+    clients: Clients,
     metrics: Arc<Metrics>,
     rate_limits: Arc<RateLimits>,
     shutdown: CancellationToken,
@@ -208,7 +227,7 @@ impl Shared {
         <R::Resource as kube::Resource>::Scope: finale_operator::finalizers::ScopedApi,
     {
         running.spawn(runtime::run(
-            self.client.clone(),
+            self.clients.clone(),
             reconciler,
             settings,
             Arc::clone(&self.metrics),
@@ -225,6 +244,7 @@ fn settings(common: &CommonArgs, name: &str) -> Settings {
         .unwrap_or_else(LeaseConfig::default_identity);
     let mut settings = Settings::new(identity.clone());
     settings.concurrency = common.concurrency;
+    settings.graceful_shutdown_timeout = common.graceful_shutdown_timeout;
     settings.backoff = Backoff {
         cap: common.max_backoff,
         ..Backoff::default()
@@ -243,33 +263,20 @@ fn settings(common: &CommonArgs, name: &str) -> Settings {
     settings
 }
 
-async fn client(common: &CommonArgs) -> anyhow::Result<Client> {
-    let options = KubeConfigOptions {
-        context: common.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let explicit = common.kubeconfig.clone().or_else(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from)?;
-        let local = PathBuf::from("finale-data/kubeconfig");
-        (!home.join(".kube/config").exists() && local.exists()).then_some(local)
-    });
-    let config = match explicit {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(&path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .with_context(|| format!("the kubeconfig {} is not usable", path.display()))?
-        }
-        None => Config::infer().await.context(
-            "no Kubernetes API found: pass --kubeconfig (a local `finale server` writes finale-data/kubeconfig)",
-        )?,
-    };
-    Client::try_from(config).context("cannot build a Kubernetes client")
+/// The operators' clients, from the configuration kubectl would use.
+async fn clients(common: &CommonArgs) -> anyhow::Result<Clients> {
+    let (config, source) = load_config(
+        common.kubeconfig.as_deref(),
+        common.context.as_deref(),
+        &Environment::of_process(),
+    )
+    .await?;
+    tracing::info!(kubeconfig = %source, server = %config.cluster_url, "Kubernetes API");
+    Ok(Clients::new(config)?)
 }
 
 /// A token cancelled on the first SIGTERM or SIGINT: operators then finish the reconciliations
-/// in flight, give up their Lease and exit.
+/// in flight (within `--graceful-shutdown-timeout`), give up their Lease and exit.
 fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
     let token = CancellationToken::new();
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
@@ -285,20 +292,35 @@ fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
     Ok(token)
 }
 
+/// How long the in-process operators' reconciliations may run on after the server is asked to
+/// stop, before they are cancelled.
+pub const IN_PROCESS_GRACE: Duration = Duration::from_secs(5);
+
+/// The bound on [`InProcess::stop`]: the grace period, a second to confirm cancellations, the
+/// Lease release, and a second of slack. Past it the operators' task is aborted.
+pub const IN_PROCESS_STOP_LIMIT: Duration =
+    Duration::from_secs(IN_PROCESS_GRACE.as_secs() + 1 + RELEASE_TIMEOUT.as_secs() + 1);
+
 /// The bundled operators running inside `finale server --with-operators`.
 pub struct InProcess {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// Where they serve their metrics.
+    pub metrics_addr: SocketAddr,
 }
 
 impl InProcess {
     /// Starts every bundled operator against the server's own HTTPS endpoint, as an external
-    /// operator would talk to it: the same code path, only in the same process.
+    /// operator would talk to it: the same code path, only in the same process. The metrics
+    /// listener is bound by the caller, before the server starts, so a taken port fails fast.
     pub async fn start(
         kubeconfig: &std::path::Path,
-        metrics_addr: SocketAddr,
+        metrics_listener: TcpListener,
     ) -> anyhow::Result<InProcess> {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let metrics_addr = metrics_listener
+            .local_addr()
+            .context("the operators' metrics address")?;
         let common = CommonArgs {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             context: None,
@@ -310,30 +332,46 @@ impl InProcess {
             concurrency: 32,
             max_backoff: Duration::from_secs(60),
             skip_crd_install: false,
+            graceful_shutdown_timeout: IN_PROCESS_GRACE,
         };
-        let client = client(&common).await?;
+        let clients = clients(&common).await?;
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
             run_operators(
-                client,
+                clients,
                 &[Bundled::Database, Bundled::Tenant],
                 &common,
                 DdlArgs::default(),
+                metrics_listener,
                 stop,
             )
             .await
         });
-        Ok(InProcess { shutdown, task })
+        Ok(InProcess {
+            shutdown,
+            task,
+            metrics_addr,
+        })
     }
 
-    /// Finishes in-flight reconciliations and releases the Leases.
+    /// Lets in-flight reconciliations finish (for up to [`IN_PROCESS_GRACE`]), cancels the
+    /// rest and releases the Leases; never takes longer than [`IN_PROCESS_STOP_LIMIT`].
     pub async fn stop(self) {
         self.shutdown.cancel();
-        match self.task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(error = format!("{error:#}"), "the operators failed"),
-            Err(error) => tracing::warn!(%error, "the operators' task failed"),
+        let mut task = self.task;
+        match tokio::time::timeout(IN_PROCESS_STOP_LIMIT, &mut task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(error = format!("{error:#}"), "the operators failed")
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "the operators' task failed"),
+            Err(_) => {
+                task.abort();
+                tracing::warn!(
+                    "the operators did not stop within {IN_PROCESS_STOP_LIMIT:?}; abandoned them"
+                );
+            }
         }
     }
 }

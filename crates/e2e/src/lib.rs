@@ -32,6 +32,8 @@ pub struct FinaleServer {
     pub kubeconfig: PathBuf,
     /// How long the start took until the server printed its address.
     pub startup: Duration,
+    /// Every line the server has printed on stdout so far.
+    stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl FinaleServer {
@@ -93,9 +95,14 @@ impl FinaleServer {
         // Read stdout on a thread so the wait for the address is bounded in time; the thread
         // keeps draining afterwards so the child never blocks on a full pipe.
         let (lines_tx, lines_rx) = mpsc::channel::<String>();
+        let printed = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&printed);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                kept.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(line.clone());
                 // The receiver is gone once the server is ready; keep draining anyway.
                 let _ = lines_tx.send(line);
             }
@@ -150,7 +157,16 @@ impl FinaleServer {
             url,
             kubeconfig,
             startup,
+            stdout: printed,
         })
+    }
+
+    /// The lines the server has printed on stdout so far (the banner and what follows it).
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// `host:port` the server listens on (from its printed URL).

@@ -13,12 +13,26 @@ use nix::unistd::Pid;
 
 use crate::free_port;
 
+/// How an operator finds its API server when it is not given `--kubeconfig`: the environment
+/// and working directory it starts in.
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    /// `$KUBECONFIG`; unset when `None`.
+    pub kubeconfig: Option<String>,
+    /// `$HOME` (where `~/.kube/config` is looked up); inherited when `None`.
+    pub home: Option<PathBuf>,
+    /// The working directory; inherited when `None`.
+    pub current_dir: Option<PathBuf>,
+}
+
 /// A running operator with its own log file and metrics port on loopback.
 pub struct OperatorProcess {
     child: Option<Child>,
     binary: PathBuf,
     name: String,
-    kubeconfig: PathBuf,
+    /// Passed as `--kubeconfig` when set.
+    kubeconfig: Option<PathBuf>,
+    environment: Environment,
     extra_args: Vec<String>,
     pub log_path: PathBuf,
     pub identity: String,
@@ -36,11 +50,34 @@ impl OperatorProcess {
         identity: &str,
         extra_args: &[&str],
     ) -> anyhow::Result<OperatorProcess> {
+        Self::start_in(
+            binary,
+            name,
+            Some(kubeconfig),
+            Environment::default(),
+            log_dir,
+            identity,
+            extra_args,
+        )
+    }
+
+    /// Like [`OperatorProcess::start`], with `--kubeconfig` only if `kubeconfig` is given and
+    /// in `environment`, to test how the operator finds its API server.
+    pub fn start_in(
+        binary: &Path,
+        name: &str,
+        kubeconfig: Option<&Path>,
+        environment: Environment,
+        log_dir: &Path,
+        identity: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<OperatorProcess> {
         let mut operator = OperatorProcess {
             child: None,
             binary: binary.to_path_buf(),
             name: name.to_string(),
-            kubeconfig: kubeconfig.to_path_buf(),
+            kubeconfig: kubeconfig.map(Path::to_path_buf),
+            environment,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             log_path: log_dir.join(format!("operator-{identity}.log")),
             identity: identity.to_string(),
@@ -57,10 +94,26 @@ impl OperatorProcess {
             .append(true)
             .open(&self.log_path)
             .with_context(|| format!("open {}", self.log_path.display()))?;
-        let child = Command::new(&self.binary)
-            .args(["operator", &self.name])
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+        let mut command = Command::new(&self.binary);
+        command.args(["operator", &self.name]);
+        if let Some(kubeconfig) = &self.kubeconfig {
+            command.arg("--kubeconfig").arg(kubeconfig);
+        }
+        // Tests never run in a cluster; an inherited KUBECONFIG must not leak in.
+        command
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT");
+        if let Some(list) = &self.environment.kubeconfig {
+            command.env("KUBECONFIG", list);
+        }
+        if let Some(home) = &self.environment.home {
+            command.env("HOME", home);
+        }
+        if let Some(dir) = &self.environment.current_dir {
+            command.current_dir(dir);
+        }
+        let child = command
             .args(["--identity", &self.identity])
             .args([
                 "--metrics-addr",
@@ -72,7 +125,6 @@ impl OperatorProcess {
                 std::env::var("FINALE_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
             )
             .env("NO_COLOR", "1")
-            .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))

@@ -107,6 +107,28 @@ impl Attempts {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         failures.remove(key);
     }
+
+    /// How many objects have failures recorded.
+    pub fn len(&self) -> usize {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the failures of every key for which `exists` is false: objects deleted while
+    /// failing are never reconciled again, so nothing else would ever remove their entry.
+    /// Returns how many were forgotten.
+    pub fn prune(&self, exists: impl Fn(&str) -> bool) -> usize {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let before = failures.len();
+        failures.retain(|key, _| exists(key));
+        before - failures.len()
+    }
 }
 
 /// Operations per second toward one external system, with a burst allowance.
@@ -221,6 +243,26 @@ mod tests {
         assert_eq!(attempts.held("b", 7), None);
         attempts.succeeded("a");
         assert_eq!(attempts.held("a", 7), None);
+    }
+
+    #[test]
+    fn pruning_forgets_the_objects_that_are_gone() {
+        let attempts = Attempts::default();
+        let backoff = Backoff::default();
+        for key in ["kept", "deleted-while-failing", "also-gone"] {
+            attempts.failed(key, 1, &backoff);
+        }
+        assert_eq!(attempts.len(), 3);
+        let live = ["kept", "never-failed"];
+        assert_eq!(attempts.prune(|key| live.contains(&key)), 2);
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(
+            attempts.current("kept"),
+            1,
+            "a live object keeps its backoff"
+        );
+        assert_eq!(attempts.current("deleted-while-failing"), 0);
+        assert_eq!(attempts.prune(|key| live.contains(&key)), 0);
     }
 
     #[tokio::test]

@@ -8,8 +8,30 @@
 //! Expiry is judged by the local clock from when *this* candidate last saw the record change,
 //! never by comparing the other holder's timestamps with our clock, so clock skew between
 //! machines does not matter, only clock rates.
+//!
+//! # Guarantees
+//! - The leader's term ends ([`Leadership::lost`] is cancelled) no later than `renew_deadline`
+//!   after the *start* of its last successful renewal (or acquisition), whatever the API
+//!   does: every Lease call is cut off at that deadline with `tokio::time::timeout`, and a timer
+//!   fires at the deadline even while a call hangs. A standby counts the Lease's age from when
+//!   it saw that renewal, which is later than its start, so it cannot take over earlier than
+//!   `lease_duration` after it: the old leader has at least `lease_duration - renew_deadline`
+//!   (5 s with the defaults) to stop its work before a successor can begin.
+//! - Every write is a compare-and-swap on the resourceVersion last read or written, including
+//!   the release: a Lease someone else wrote since our last renewal is never overwritten, so a
+//!   release can only ever clear our own claim.
+//! - Dropping a [`Leadership`] stops its renewals at once and cancels `lost`.
+//! - Errors are typed ([`LeaderError`]); only those that retrying cannot fix (no permission, no
+//!   such namespace, an invalid timing) end [`LeaderElector::acquire`].
+//!
+//! # Caveats
+//! - Time is measured with the monotonic clock; a process (or VM) paused for longer than
+//!   `lease_duration - renew_deadline` may still act after its successor has started, because
+//!   it cannot notice its deadline while it is not running.
+//! - A request cut off by the deadline may still reach the server later. That is harmless:
+//!   it is conditioned on a resourceVersion a successor's takeover has changed.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -17,7 +39,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// How long giving up the Lease at shutdown may take before we let it expire instead.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where the Lease lives and how it is timed.
 #[derive(Clone, Debug)]
@@ -27,7 +53,9 @@ pub struct LeaseConfig {
     pub identity: String,
     /// How long a Lease holds without renewal before another candidate may take it.
     pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up leading.
+    /// How long after the start of its last successful renewal the leader gives up leading.
+    /// Must be shorter than `lease_duration`: the difference is the time the old leader has
+    /// to stop its work before a successor may start.
     pub renew_deadline: Duration,
     /// The pause between attempts to acquire or renew.
     pub retry_period: Duration,
@@ -56,19 +84,70 @@ impl LeaseConfig {
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         format!("{host}_{}", &suffix[..8])
     }
+
+    /// client-go's checks: the renew deadline inside the lease, the retry period inside the
+    /// renew deadline, and a lease of at least one second (its unit in the Lease).
+    pub fn validate(&self) -> Result<(), LeaderError> {
+        let problem = if self.lease_duration < Duration::from_secs(1) {
+            Some("the lease duration must be at least 1s")
+        } else if self.renew_deadline >= self.lease_duration {
+            Some("the renew deadline must be shorter than the lease duration")
+        } else if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+            Some("the retry period must be positive and shorter than the renew deadline")
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(LeaderError::InvalidConfig(format!(
+                "{problem} (lease {:?}, renew deadline {:?}, retry period {:?})",
+                self.lease_duration, self.renew_deadline, self.retry_period
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn lease(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }
 
+/// What can go wrong with the Lease.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
+    /// Retrying cannot help: no permission, or no such namespace.
     #[error(
-        "the leader Lease {namespace}/{name} cannot be used: {source} (the namespace must exist and the operator needs get, create and update on leases.coordination.k8s.io there)"
+        "the leader Lease {lease} cannot be used: {source} (the namespace must exist and the operator needs get, create and update on leases.coordination.k8s.io there)"
     )]
-    Forbidden {
-        namespace: String,
-        name: String,
+    Unusable {
+        lease: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
+    #[error("invalid leader election settings: {0}")]
+    InvalidConfig(String),
+    #[error("{action} the Lease {lease} failed: {source}")]
+    Request {
+        action: &'static str,
+        lease: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{action} the Lease {lease} got no answer within {after:?}")]
+    TimedOut {
+        action: &'static str,
+        lease: String,
+        after: Duration,
+    },
+}
+
+impl LeaderError {
+    /// True for errors that retrying cannot fix.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            LeaderError::Unusable { .. } | LeaderError::InvalidConfig(_)
+        )
+    }
 }
 
 /// Competes for one Lease.
@@ -90,12 +169,29 @@ enum Attempt {
     HeldByOther,
 }
 
+/// What one renewal found.
+enum Renewal {
+    Renewed(Box<Lease>),
+    /// Someone else holds the Lease (or it is gone).
+    Lost {
+        holder: Option<String>,
+    },
+}
+
 fn now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
 fn is_code(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+fn holder_of(lease: &Lease) -> Option<&str> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .filter(|h| !h.is_empty())
 }
 
 impl LeaderElector {
@@ -106,35 +202,53 @@ impl LeaderElector {
         }
     }
 
-    /// Errors that retrying cannot fix: no permission, or (on create) no such namespace.
-    fn fatal(&self, error: &kube::Error) -> bool {
-        is_code(error, 401) || is_code(error, 403) || is_code(error, 404)
-    }
-
-    fn fail(&self, source: kube::Error) -> LeaderError {
-        LeaderError::Forbidden {
-            namespace: self.config.namespace.clone(),
-            name: self.config.name.clone(),
-            source,
+    fn request_error(&self, action: &'static str, source: kube::Error) -> LeaderError {
+        // No permission, or (on create) no such namespace.
+        if is_code(&source, 401) || is_code(&source, 403) || is_code(&source, 404) {
+            return LeaderError::Unusable {
+                lease: self.config.lease(),
+                source: Box::new(source),
+            };
+        }
+        LeaderError::Request {
+            action,
+            lease: self.config.lease(),
+            source: Box::new(source),
         }
     }
 
-    /// Waits until this identity holds the Lease. `None` when `shutdown` fires first.
+    /// Waits until this identity holds the Lease. `None` when `shutdown` fires first. Each
+    /// attempt is bounded by the renew deadline.
     pub async fn acquire(
         &self,
         shutdown: &CancellationToken,
     ) -> Result<Option<Leadership>, LeaderError> {
+        self.config.validate()?;
         let mut observed: Option<Observed> = None;
         let mut announced_wait = false;
         loop {
-            match self.try_acquire(&mut observed).await {
+            // The term is counted from before the write that wins it: the others count the
+            // Lease's age from when they see that write, which can only be later.
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(None),
+                attempt = tokio::time::timeout(
+                    self.config.renew_deadline,
+                    self.try_acquire(&mut observed),
+                ) => attempt.unwrap_or_else(|_| Err(LeaderError::TimedOut {
+                    action: "acquiring",
+                    lease: self.config.lease(),
+                    after: self.config.renew_deadline,
+                })),
+            };
+            match attempt {
                 Ok(Attempt::Acquired(lease)) => {
                     tracing::info!(
-                        lease = %format!("{}/{}", self.config.namespace, self.config.name),
+                        lease = %self.config.lease(),
                         identity = %self.config.identity,
                         "became the leader"
                     );
-                    return Ok(Some(self.lead(*lease)));
+                    return Ok(Some(self.lead(*lease, started)));
                 }
                 Ok(Attempt::HeldByOther) => {
                     if !announced_wait {
@@ -148,7 +262,7 @@ impl LeaderElector {
                         );
                     }
                 }
-                Err(error) if self.fatal(&error) => return Err(self.fail(error)),
+                Err(error) if error.is_fatal() => return Err(error),
                 Err(error) => {
                     tracing::debug!(%error, "leader election attempt failed; retrying");
                 }
@@ -160,11 +274,16 @@ impl LeaderElector {
         }
     }
 
-    async fn try_acquire(&self, observed: &mut Option<Observed>) -> Result<Attempt, kube::Error> {
+    async fn try_acquire(&self, observed: &mut Option<Observed>) -> Result<Attempt, LeaderError> {
         let identity = &self.config.identity;
         let duration_seconds =
             i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-        let Some(current) = self.api.get_opt(&self.config.name).await? else {
+        let current = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.request_error("reading", e))?;
+        let Some(current) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.config.name.clone()),
@@ -183,11 +302,11 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => Ok(Attempt::Acquired(Box::new(created))),
                 Err(error) if is_code(&error, 409) => Ok(Attempt::HeldByOther),
-                Err(error) => Err(error),
+                Err(error) => Err(self.request_error("creating", error)),
             };
         };
         let spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let holder = holder_of(&current).map(str::to_string);
         let duration = Duration::from_secs(
             u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
         );
@@ -230,153 +349,249 @@ impl LeaderElector {
         {
             Ok(replaced) => Ok(Attempt::Acquired(Box::new(replaced))),
             Err(error) if is_code(&error, 409) => Ok(Attempt::HeldByOther),
-            Err(error) => Err(error),
+            Err(error) => Err(self.request_error("taking", error)),
         }
     }
 
-    fn lead(&self, lease: Lease) -> Leadership {
+    fn lead(&self, lease: Lease, term_started: Instant) -> Leadership {
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
         let renewer = Renewer {
             api: self.api.clone(),
             config: self.config.clone(),
-            lease,
+            held: Held {
+                lease,
+                valid_until: term_started + self.config.renew_deadline,
+            },
         };
         let task = tokio::spawn(renewer.run(lost.clone(), stop.clone()));
         Leadership {
             lost,
             stop,
-            task,
+            task: Some(task),
             api: self.api.clone(),
+            config: self.config.clone(),
         }
     }
+}
+
+/// The Lease as last written by us, and until when we may act on it.
+struct Held {
+    lease: Lease,
+    valid_until: Instant,
 }
 
 struct Renewer {
     api: Api<Lease>,
     config: LeaseConfig,
-    lease: Lease,
+    held: Held,
 }
 
 impl Renewer {
-    /// Renews until `stop` (then returns the last Lease for release) or until leadership is
-    /// lost (then cancels `lost`).
-    async fn run(mut self, lost: CancellationToken, stop: CancellationToken) -> Option<Lease> {
-        let mut last_renewal = Instant::now();
+    /// Renews until `stop` (then returns what it holds, for the release) or until leadership
+    /// is lost (then cancels `lost` and returns `None`).
+    async fn run(mut self, lost: CancellationToken, stop: CancellationToken) -> Option<Held> {
+        let lease = self.config.lease();
         loop {
             tokio::select! {
-                _ = stop.cancelled() => return Some(self.lease),
-                _ = tokio::time::sleep(self.config.retry_period) => {}
-            }
-            match self.renew().await {
-                Ok(Some(renewed)) => {
-                    self.lease = renewed;
-                    last_renewal = Instant::now();
-                }
-                Ok(None) => {
-                    tracing::warn!(lease = %self.config.name, "another replica holds the Lease now; no longer leading");
+                biased;
+                _ = stop.cancelled() => return Some(self.held),
+                _ = tokio::time::sleep_until(self.held.valid_until) => {
+                    tracing::warn!(%lease, "the renew deadline passed without a renewal; no longer leading");
                     lost.cancel();
                     return None;
                 }
-                Err(error) => {
-                    tracing::warn!(lease = %self.config.name, %error, "renewing the Lease failed");
-                    if last_renewal.elapsed() >= self.config.renew_deadline {
-                        tracing::warn!(
-                            lease = %self.config.name,
-                            "could not renew the Lease within {:?}; no longer leading",
-                            self.config.renew_deadline
-                        );
-                        lost.cancel();
-                        return None;
-                    }
+                _ = tokio::time::sleep(self.config.retry_period) => {}
+            }
+            let started = Instant::now();
+            let renewal = tokio::select! {
+                biased;
+                // The renewal may land after all; the release is conditioned on the last
+                // version we know, so it then fails safely and the Lease expires instead.
+                _ = stop.cancelled() => return Some(self.held),
+                renewal = tokio::time::timeout_at(self.held.valid_until, self.renew()) => renewal,
+            };
+            match renewal {
+                Ok(Ok(Renewal::Renewed(renewed))) => {
+                    self.held = Held {
+                        lease: *renewed,
+                        valid_until: started + self.config.renew_deadline,
+                    };
+                }
+                Ok(Ok(Renewal::Lost { holder })) => {
+                    tracing::warn!(
+                        %lease,
+                        holder = holder.as_deref().unwrap_or("none"),
+                        "another replica holds the Lease now; no longer leading"
+                    );
+                    lost.cancel();
+                    return None;
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(%lease, %error, "renewing the Lease failed; retrying until the renew deadline");
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        %lease,
+                        "could not renew the Lease within the renew deadline ({:?}); no longer leading",
+                        self.config.renew_deadline
+                    );
+                    lost.cancel();
+                    return None;
                 }
             }
         }
     }
 
-    /// `Ok(None)` when someone else holds the Lease.
-    async fn renew(&self) -> Result<Option<Lease>, kube::Error> {
-        let mut next = self.lease.clone();
+    fn error(&self, action: &'static str, source: kube::Error) -> LeaderError {
+        LeaderError::Request {
+            action,
+            lease: self.config.lease(),
+            source: Box::new(source),
+        }
+    }
+
+    async fn renew(&self) -> Result<Renewal, LeaderError> {
+        let mut next = self.held.lease.clone();
         if let Some(spec) = next.spec.as_mut() {
             spec.renew_time = Some(now());
         }
-        match self
-            .api
-            .replace(&self.config.name, &PostParams::default(), &next)
-            .await
-        {
-            Ok(renewed) => Ok(Some(renewed)),
+        let name = &self.config.name;
+        match self.api.replace(name, &PostParams::default(), &next).await {
+            Ok(renewed) => Ok(Renewal::Renewed(Box::new(renewed))),
             Err(error) if is_code(&error, 409) || is_code(&error, 404) => {
-                // Someone wrote the Lease: it is still ours only if we are still the holder.
-                let current = self.api.get_opt(&self.config.name).await?;
-                let holder = current
-                    .as_ref()
-                    .and_then(|l| l.spec.as_ref())
-                    .and_then(|s| s.holder_identity.as_deref());
+                // Someone wrote the Lease (perhaps our own earlier renewal that was cut off
+                // but landed): it is still ours only if we are still the holder.
+                let current = self
+                    .api
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| self.error("reading", e))?;
                 match current {
-                    Some(current) if holder == Some(self.config.identity.as_str()) => {
-                        let mut retry = current;
-                        if let Some(spec) = retry.spec.as_mut() {
+                    Some(mut current) if holder_of(&current) == Some(&self.config.identity) => {
+                        if let Some(spec) = current.spec.as_mut() {
                             spec.renew_time = Some(now());
                         }
-                        self.api
-                            .replace(&self.config.name, &PostParams::default(), &retry)
+                        match self
+                            .api
+                            .replace(name, &PostParams::default(), &current)
                             .await
-                            .map(Some)
+                        {
+                            Ok(renewed) => Ok(Renewal::Renewed(Box::new(renewed))),
+                            Err(error) => Err(self.error("renewing", error)),
+                        }
                     }
-                    _ => Ok(None),
+                    other => Ok(Renewal::Lost {
+                        holder: other.as_ref().and_then(holder_of).map(str::to_string),
+                    }),
                 }
             }
-            Err(error) => Err(error),
+            Err(error) => Err(self.error("renewing", error)),
         }
     }
 }
 
-/// Leadership held; a background task renews it.
+/// How a release ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The holder was cleared: a standby may take the Lease at once.
+    Released,
+    /// The Lease was no longer ours (lost, expired, or written by someone else since our last
+    /// renewal); it was left alone.
+    NotHeld,
+}
+
+/// Leadership held; a background task renews it. Dropping it stops the renewals and cancels
+/// [`Leadership::lost`].
 pub struct Leadership {
     lost: CancellationToken,
     stop: CancellationToken,
-    task: JoinHandle<Option<Lease>>,
+    task: Option<JoinHandle<Option<Held>>>,
     api: Api<Lease>,
+    config: LeaseConfig,
 }
 
 impl Leadership {
-    /// Cancelled when leadership is lost: stop acting at once.
+    /// Cancelled when leadership ends (lost, deadline passed, released or dropped): stop acting
+    /// at once.
     pub fn lost(&self) -> CancellationToken {
         self.lost.clone()
     }
 
     /// Stops renewing and gives the Lease up, so a successor takes over without waiting for it
-    /// to expire. Best effort and bounded in time.
-    pub async fn release(self) {
+    /// to expire; bounded by [`RELEASE_TIMEOUT`]. Clears the holder only if the Lease is
+    /// still exactly as we last wrote it (a compare-and-swap on its resourceVersion) and our
+    /// term has not run out.
+    pub async fn release(mut self) -> Result<Released, LeaderError> {
         self.stop.cancel();
-        let Ok(Some(lease)) = self.task.await else {
-            return;
+        let Some(task) = self.task.take() else {
+            return Ok(Released::NotHeld);
         };
-        let mut lease = lease;
-        let Some(name) = lease.metadata.name.clone() else {
-            return;
+        let held = match tokio::time::timeout(RELEASE_TIMEOUT, task).await {
+            Ok(Ok(Some(held))) => held,
+            _ => return Ok(Released::NotHeld),
         };
+        self.lost.cancel();
+        if Instant::now() >= held.valid_until {
+            return Ok(Released::NotHeld);
+        }
+        let mut lease = held.lease;
         if let Some(spec) = lease.spec.as_mut() {
+            // client-go's release record: no holder, a one-second lease.
             spec.holder_identity = None;
             spec.lease_duration_seconds = Some(1);
+            spec.acquire_time = Some(now());
             spec.renew_time = Some(now());
         }
         let params = PostParams::default();
-        let released = self.api.replace(&name, &params, &lease);
-        match tokio::time::timeout(Duration::from_secs(5), released).await {
-            Ok(Ok(_)) => tracing::info!(lease = %name, "released the leader Lease"),
-            Ok(Err(error)) => {
-                tracing::warn!(lease = %name, %error, "could not release the Lease; it expires on its own")
-            }
-            Err(_) => {
-                tracing::warn!(lease = %name, "releasing the Lease timed out; it expires on its own")
-            }
+        let release = self.api.replace(&self.config.name, &params, &lease);
+        match tokio::time::timeout(RELEASE_TIMEOUT, release).await {
+            Ok(Ok(_)) => Ok(Released::Released),
+            Ok(Err(error)) if is_code(&error, 409) || is_code(&error, 404) => Ok(Released::NotHeld),
+            Ok(Err(error)) => Err(LeaderError::Request {
+                action: "releasing",
+                lease: self.config.lease(),
+                source: Box::new(error),
+            }),
+            Err(_) => Err(LeaderError::TimedOut {
+                action: "releasing",
+                lease: self.config.lease(),
+                after: RELEASE_TIMEOUT,
+            }),
         }
     }
+}
 
-    /// Stops renewing without releasing: what a crash looks like to the others (for tests).
-    pub fn abandon(self) {
-        self.task.abort();
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.lost.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_must_leave_the_old_leader_time_to_stop() {
+        let valid = LeaseConfig::new("ns".into(), "l".into(), "me".into());
+        assert!(valid.validate().is_ok());
+        let mut inverted = valid.clone();
+        inverted.renew_deadline = inverted.lease_duration;
+        let error = inverted.validate().expect_err("renew deadline = lease");
+        assert!(error.is_fatal());
+        assert!(error.to_string().contains("renew deadline"), "{error}");
+        let mut slow_retry = valid.clone();
+        slow_retry.retry_period = slow_retry.renew_deadline;
+        assert!(slow_retry.validate().is_err());
+        let mut tiny = valid;
+        tiny.lease_duration = Duration::from_millis(500);
+        tiny.renew_deadline = Duration::from_millis(300);
+        tiny.retry_period = Duration::from_millis(100);
+        assert!(tiny.validate().is_err());
     }
 }

@@ -28,7 +28,16 @@
 //! - Every object whose deletion was requested while the operator was down is cleaned up
 //!   when it returns: the state lives in the object (its finalizers), not in the process.
 //! - With leader election on, at most one replica reconciles at a time, provided clocks advance
-//!   at similar rates (see Caveats).
+//!   at similar rates (see Caveats). Precisely: a leader's term ends at most `renew_deadline`
+//!   after the start of its last successful Lease renewal, even while its API calls hang
+//!   ([`leader`]); at that moment every reconciliation in flight is cancelled (its future
+//!   dropped, not awaited) and no new one starts ([`runtime`]). A standby cannot take the Lease
+//!   until `lease_duration` after it saw that renewal, so the old leader has stopped at least
+//!   `lease_duration - renew_deadline` (5 s with client-go's 15 s / 10 s) before a successor
+//!   begins.
+//! - Every call to the API server is bounded in time ([`client`]); shutdown is bounded by
+//!   [`runtime::Settings::graceful_shutdown_timeout`] for in-flight work plus
+//!   [`leader::RELEASE_TIMEOUT`] to release the Lease.
 //! - A failing backend sees at most the configured rate of operations from this process, and
 //!   retries of many objects are spread over the whole backoff window.
 //!
@@ -43,15 +52,19 @@
 //! # Caveats
 //! - Removing a finalizer by hand (`kubectl patch … finalizers: null`) skips its cleanup: the
 //!   external resource is orphaned. Use the `Orphan` policy instead, which says so in an Event.
-//! - Leader election relies on time: a leader that is paused longer than the renew deadline
-//!   (a stopped VM) may act once more after a successor took over. Steps must therefore stay
-//!   safe to run twice, which idempotency already demands.
+//! - Leader election relies on time: a leader that is paused longer than
+//!   `lease_duration - renew_deadline` (a stopped VM) may act once more after a successor took
+//!   over. Steps must therefore stay safe to run twice, which idempotency already demands.
+//! - Cancelling a reconciliation stops what it would do next, not what it has already sent: a
+//!   request or SQL statement on the wire when leadership ends still completes on its server.
+//!   External calls need their own server-side bounds (PostgreSQL's `statement_timeout`).
 //! - An object whose cleanup can never succeed stays Terminating; the `Deleting` condition,
 //!   the `finalizer_execution_failures_total` metric and Warning Events say why.
 //! - Backoff state lives in memory: a restarted operator retries every object at once, still
 //!   bounded by the rate limit.
 
 pub mod backoff;
+pub mod client;
 pub mod condition;
 pub mod events;
 pub mod finalizers;

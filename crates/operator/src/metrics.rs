@@ -47,6 +47,7 @@ pub struct Metrics {
     finalizer_failures: Family<FinalizerLabels, Counter>,
     terminating: Family<ControllerLabels, Gauge>,
     leader: Family<ControllerLabels, Gauge>,
+    backoff_objects: Family<ControllerLabels, Gauge>,
     reconcile_duration: HistogramFamily<ControllerLabels>,
     cleanup_duration: HistogramFamily<FinalizerLabels>,
 }
@@ -66,6 +67,7 @@ impl Metrics {
             finalizer_failures: Family::default(),
             terminating: Family::default(),
             leader: Family::default(),
+            backoff_objects: Family::default(),
             reconcile_duration: Family::new_with_constructor(duration_histogram),
             cleanup_duration: Family::new_with_constructor(duration_histogram),
             registry: Registry::default(),
@@ -95,6 +97,11 @@ impl Metrics {
             "leader",
             "1 while this process holds the controller's leader Lease",
             metrics.leader.clone(),
+        );
+        registry.register(
+            "backoff_objects",
+            "Objects whose last reconcile failed and whose retry is being paced by the backoff",
+            metrics.backoff_objects.clone(),
         );
         registry.register_with_unit(
             "reconcile_duration",
@@ -160,6 +167,12 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
+    pub fn set_backoff_objects(&self, controller: &str, count: usize) {
+        self.backoff_objects
+            .get_or_create(&Self::controller(controller))
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
@@ -187,19 +200,13 @@ async fn metrics_page(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse 
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `addr` until `shutdown` fires. Returns the bound address
-/// (useful with port 0) once listening; the server runs in a spawned task.
-pub async fn serve(
-    addr: SocketAddr,
+/// Serves `/metrics` and `/healthz` on `listener` until `shutdown` fires, in a spawned task.
+/// The caller binds the listener, so that it can name its own flag when the address is taken.
+pub fn serve(
+    listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot listen for metrics on {addr}: {e} (choose another --metrics-addr)"),
-        )
-    })?;
     let bound = listener.local_addr()?;
     let app = Router::new()
         .route("/metrics", get(metrics_page))
@@ -231,12 +238,14 @@ mod tests {
             true,
         );
         metrics.set_terminating("database", 4);
+        metrics.set_backoff_objects("database", 2);
         let text = metrics.encode().expect("encode");
         for line in [
             "reconcile_total{controller=\"database\"} 1",
             "reconcile_errors_total{controller=\"database\"} 1",
             "finalizer_execution_failures_total{controller=\"database\",finalizer=\"finale.dev/database\"} 1",
             "terminating_objects{controller=\"database\"} 4",
+            "backoff_objects{controller=\"database\"} 2",
             "reconcile_duration_seconds_count{controller=\"database\"} 1",
             "cleanup_duration_seconds_count{controller=\"database\",finalizer=\"finale.dev/database\"} 1",
         ] {

@@ -4,13 +4,35 @@
 //!
 //! An operator supplies a [`Reconciler`]; [`run`] drives it with kube-runtime's `Controller`
 //! (watch, cache, per-object serialisation, requeues) for as long as this process is the leader.
+//!
+//! # Guarantees
+//! - When leadership ends (the Lease is lost, or not renewed within the renew deadline), every
+//!   reconciliation in flight is *cancelled*, not awaited: its future is dropped at its next
+//!   `.await`, and no new one starts. [`crate::leader`] ends the term at most `renew_deadline`
+//!   after the start of the last successful renewal, so this happens at least
+//!   `lease_duration - renew_deadline` before a successor can take the Lease.
+//! - The `leader` metric drops to 0 only once the cancelled reconciliations are gone.
+//! - Shutdown is bounded: on `shutdown`, reconciliations in flight get
+//!   [`Settings::graceful_shutdown_timeout`] to finish and are then cancelled; the Lease is then
+//!   released within [`crate::leader::RELEASE_TIMEOUT`].
+//! - The backoff state of objects that are gone from the cache is forgotten within a few
+//!   seconds, so objects deleted while failing do not accumulate.
+//!
+//! # Caveats
+//! - Cancelling a future stops what the callback would do next; it cannot recall what it has
+//!   already sent. A request or SQL statement already on the wire still completes on the
+//!   server; bound those with server-side timeouts (e.g. PostgreSQL's `statement_timeout`).
+//! - A callback that blocks its thread instead of awaiting cannot be cancelled; the runtime
+//!   logs an error if one outlives its cancellation by a second.
 
+use std::collections::HashSet;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
@@ -24,10 +46,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{Attempts, Backoff, RateLimits};
+use crate::client::Clients;
 use crate::condition::{self, DELETING, DeletionProgress};
 use crate::events::{EventRecorder, EventType};
 use crate::finalizers::{self, ScopedApi, api_of};
-use crate::leader::{LeaderElector, LeaseConfig};
+use crate::leader::{LeaderElector, Leadership, LeaseConfig, Released};
 use crate::metrics::Metrics;
 use crate::policy::{self, DeletionPolicy};
 
@@ -158,6 +181,9 @@ pub struct Settings {
     pub leader_election: Option<LeaseConfig>,
     /// This replica's name in Events and the Lease.
     pub identity: String,
+    /// On shutdown, how long reconciliations in flight may take to finish before they are
+    /// cancelled.
+    pub graceful_shutdown_timeout: Duration,
 }
 
 impl Settings {
@@ -168,6 +194,7 @@ impl Settings {
             resync: Duration::from_secs(600),
             leader_election: None,
             identity: identity.into(),
+            graceful_shutdown_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -175,22 +202,77 @@ impl Settings {
 struct Shared<R: Reconciler> {
     reconciler: R,
     context: Context,
+    /// The client for watches (see [`crate::client`]).
+    watch_client: Client,
     settings: Settings,
     attempts: Attempts,
-    /// The current term's cache, for the terminating-objects gauge.
+    /// The current term's cache, for the terminating-objects gauge and backoff pruning.
     store: std::sync::RwLock<Option<Store<R::Resource>>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl<R: Reconciler> Shared<R> {
     fn controller(&self) -> Controller<R::Resource> {
-        let api: Api<R::Resource> = Api::all(self.context.client.clone());
+        let api: Api<R::Resource> = Api::all(self.watch_client.clone());
         let controller = Controller::new(api, watcher::Config::default()).with_config(
             kube::runtime::controller::Config::default().concurrency(self.settings.concurrency),
         );
-        let controller = self.reconciler.watches(controller, &self.context.client);
+        let controller = self.reconciler.watches(controller, &self.watch_client);
         *self.store.write().unwrap_or_else(|e| e.into_inner()) = Some(controller.store());
         controller
     }
+}
+
+/// Counts the reconciliations whose futures are alive, so that a cancellation can be confirmed.
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+}
+
+/// Held by a reconciliation's future; dropping the future drops it.
+struct Running(Arc<InFlight>);
+
+impl InFlight {
+    fn enter(self: &Arc<Self>) -> Running {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        Running(Arc::clone(self))
+    }
+
+    /// Waits up to `limit` until no reconciliation is alive; returns how many still are.
+    async fn wait_idle(&self, limit: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let alive = self.count.load(Ordering::SeqCst);
+            if alive == 0 || tokio::time::Instant::now() >= deadline {
+                return alive;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How long cancelled reconciliations may take to be dropped before the runtime reports them.
+/// Dropping happens at their next `.await`, at once unless a callback blocks its thread.
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
+
+/// How often the backoff state is checked for objects that are gone.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Why a term of reconciling ended.
+enum TermEnd {
+    /// Leadership ended; whatever was in flight was cancelled.
+    Lost,
+    /// `shutdown` fired; `cancelled` tells whether reconciliations had to be cancelled after
+    /// the grace period.
+    Shutdown { cancelled: bool },
+    /// The controller's stream ended on its own.
+    Ended,
 }
 
 /// The toolkit's own failures (API calls it makes around the callbacks).
@@ -205,10 +287,11 @@ pub enum Error {
 }
 
 /// Runs `reconciler` until `shutdown` fires: waits for leadership (if configured), reconciles
-/// while leading, and stands by again if leadership is lost. In-flight reconciliations are
-/// allowed to finish before it returns.
+/// while leading, and stands by again if leadership is lost, cancelling whatever was in flight.
+/// On shutdown, in-flight reconciliations get [`Settings::graceful_shutdown_timeout`] to finish
+/// before they are cancelled, then the Lease is released.
 pub async fn run<R>(
-    client: Client,
+    clients: Clients,
     reconciler: R,
     settings: Settings,
     metrics: Arc<Metrics>,
@@ -221,25 +304,27 @@ where
 {
     let name = reconciler.name();
     let recorder = EventRecorder::new(
-        client.clone(),
+        clients.requests.clone(),
         format!("finale-{name}-operator"),
         settings.identity.clone(),
     );
     let elector = settings
         .leader_election
         .clone()
-        .map(|lease| LeaderElector::new(client.clone(), lease));
+        .map(|lease| LeaderElector::new(clients.requests.clone(), lease));
     let shared = Arc::new(Shared {
         reconciler,
         context: Context {
-            client,
+            client: clients.requests,
             metrics,
             rate_limits,
             recorder,
         },
+        watch_client: clients.watches,
         settings,
         attempts: Attempts::default(),
         store: std::sync::RwLock::new(None),
+        in_flight: Arc::default(),
     });
     shared.context.metrics.set_leader(name, false);
     loop {
@@ -250,49 +335,143 @@ where
             },
             None => None,
         };
+        // Without election the term only ends with the shutdown.
+        let lost = leadership
+            .as_ref()
+            .map_or_else(CancellationToken::new, Leadership::lost);
         shared.context.metrics.set_leader(name, true);
         tracing::info!(controller = name, "reconciling");
-        let stop = shutdown.child_token();
-        let lost = leadership.as_ref().map(|l| l.lost());
-        let trigger = {
-            let stop = stop.clone();
-            async move {
-                match lost {
-                    Some(lost) => {
-                        tokio::select! {
-                            _ = stop.cancelled() => {}
-                            _ = lost.cancelled() => {}
-                        }
-                    }
-                    None => stop.cancelled().await,
-                }
-            }
-        };
-        // kube's Controller runs once; each term of leadership starts a fresh one (and cache).
-        let controller = shared.controller();
-        let shared_for_run = Arc::clone(&shared);
-        controller
-            .graceful_shutdown_on(trigger)
-            .run(reconcile::<R>, error_policy::<R>, shared_for_run)
+        let end = run_term(&shared, &lost, &shutdown).await;
+        shared.context.metrics.set_leader(name, false);
+        match end {
+            TermEnd::Lost => tracing::warn!(
+                controller = name,
+                "leadership lost; in-flight reconciliations cancelled, standing by"
+            ),
+            TermEnd::Shutdown { cancelled: true } => tracing::warn!(
+                controller = name,
+                "reconciliations still running {:?} after the shutdown began were cancelled",
+                shared.settings.graceful_shutdown_timeout
+            ),
+            TermEnd::Shutdown { cancelled: false } => {}
+            TermEnd::Ended => tracing::warn!(
+                controller = name,
+                "the controller stopped unexpectedly; starting over"
+            ),
+        }
+        if let Some(leadership) = leadership {
+            release(name, leadership).await;
+        }
+        if shutdown.is_cancelled() {
+            tracing::info!(controller = name, "stopped");
+            return Ok(());
+        }
+    }
+}
+
+/// Gives the Lease up (a no-op when it is no longer ours), logging the outcome.
+async fn release(controller: &str, leadership: Leadership) {
+    match leadership.release().await {
+        Ok(Released::Released) => tracing::info!(controller, "released the leader Lease"),
+        Ok(Released::NotHeld) => {}
+        Err(error) => {
+            tracing::warn!(controller, %error, "could not release the leader Lease; it expires on its own")
+        }
+    }
+}
+
+/// One term of leadership: a fresh kube `Controller` (and cache) that runs until leadership
+/// ends, the shutdown completes, or the grace period after the shutdown runs out.
+async fn run_term<R>(
+    shared: &Arc<Shared<R>>,
+    lost: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> TermEnd
+where
+    R: Reconciler,
+    <R::Resource as Resource>::Scope: ScopedApi,
+{
+    let name = shared.reconciler.name();
+    let graceful = {
+        let shutdown = shutdown.clone();
+        async move { shutdown.cancelled_owned().await }
+    };
+    // Boxed so it can be dropped below: dropping kube's stream aborts every reconciliation it
+    // has in flight (they run as tasks whose handles abort on drop).
+    let mut stream = Box::pin(
+        shared
+            .controller()
+            .graceful_shutdown_on(graceful)
+            .run(reconcile::<R>, error_policy::<R>, Arc::clone(shared))
             .for_each(|result| async move {
                 if let Err(error) = result {
                     tracing::debug!(controller = name, %error, "controller stream");
                 }
-            })
-            .await;
-        shared.context.metrics.set_leader(name, false);
-        if shutdown.is_cancelled() {
-            if let Some(leadership) = leadership {
-                leadership.release().await;
+            }),
+    );
+    let grace = shared.settings.graceful_shutdown_timeout;
+    let grace_over = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::pin!(grace_over);
+    let mut prune = tokio::time::interval(PRUNE_INTERVAL);
+    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let end = loop {
+        tokio::select! {
+            biased;
+            _ = lost.cancelled() => break TermEnd::Lost,
+            _ = &mut stream => {
+                break if shutdown.is_cancelled() {
+                    TermEnd::Shutdown { cancelled: false }
+                } else {
+                    TermEnd::Ended
+                };
             }
-            tracing::info!(controller = name, "stopped");
-            return Ok(());
+            _ = &mut grace_over => break TermEnd::Shutdown { cancelled: true },
+            _ = prune.tick() => prune_backoff(shared),
         }
-        tracing::warn!(
+    };
+    drop(stream);
+    let alive = shared.in_flight.wait_idle(CANCEL_WAIT).await;
+    if alive > 0 {
+        tracing::error!(
             controller = name,
-            "leadership lost; stopped reconciling and standing by"
+            alive,
+            "reconciliations did not stop within {CANCEL_WAIT:?} of being cancelled: a callback blocks its thread instead of awaiting, and may still act"
         );
     }
+    end
+}
+
+/// Forgets the backoff state of objects that are gone from the cache, and updates the gauge.
+fn prune_backoff<R: Reconciler>(shared: &Shared<R>) {
+    let name = shared.reconciler.name();
+    if !shared.attempts.is_empty() {
+        let store = shared
+            .store
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // Only a complete cache can tell that an object is gone.
+        if let Some(store) = store
+            && matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+        {
+            let live: HashSet<String> = store.state().iter().map(|o| object_key(&**o)).collect();
+            let pruned = shared.attempts.prune(|key| live.contains(key));
+            if pruned > 0 {
+                tracing::debug!(
+                    controller = name,
+                    pruned,
+                    "forgot the backoff of objects that are gone"
+                );
+            }
+        }
+    }
+    shared
+        .context
+        .metrics
+        .set_backoff_objects(name, shared.attempts.len());
 }
 
 /// The key attempts are counted under: the uid, so a re-created object starts afresh.
@@ -352,6 +531,7 @@ where
     R: Reconciler,
     <R::Resource as Resource>::Scope: ScopedApi,
 {
+    let _running = shared.in_flight.enter();
     // Woken early by a change that does not matter (our own status write): keep the backoff.
     if let Some(left) = shared
         .attempts
@@ -372,6 +552,10 @@ where
         .metrics
         .reconciled(name, started.elapsed(), failed);
     update_terminating_gauge(&shared);
+    shared
+        .context
+        .metrics
+        .set_backoff_objects(name, shared.attempts.len());
     result.map(|pass| pass.action)
 }
 
@@ -392,6 +576,10 @@ where
         retry_in = ?delay,
         "reconcile failed"
     );
+    shared
+        .context
+        .metrics
+        .set_backoff_objects(shared.reconciler.name(), shared.attempts.len());
     Action::requeue(delay)
 }
 
