@@ -8,6 +8,7 @@ mod path;
 mod resource;
 mod table;
 mod watch;
+mod yaml;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -44,6 +44,8 @@
 //!   (unknown `$patch`, missing merge key). Element types that do not fit the live list are
 //!   [`PatchError::CannotApply`] (422).
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use serde_json::{Map, Value};
 
 use super::PatchError;
@@ -307,8 +309,73 @@ fn identity(item: &Value, key: Option<&str>) -> Option<Value> {
     }
 }
 
-fn position(ids: &[Option<Value>], id: &Option<Value>) -> Option<usize> {
-    ids.iter().position(|candidate| candidate == id)
+/// A hashable stand-in for a JSON value: equal values (as `Value`'s `==` sees them) get
+/// equal keys. Element identities are looked up through these, so merging lists of `n`
+/// elements costs O(n), not O(n²): a 3 MiB patch list against a large live list would
+/// otherwise keep a CPU busy for hours.
+fn value_key(value: &Value) -> String {
+    fn write(out: &mut String, value: &Value) {
+        match value {
+            Value::Null => out.push('n'),
+            Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
+            // `-0.0 == 0.0` for `Value`, so both must map to one key.
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if n.is_f64() && f == 0.0 => out.push_str("#0.0"),
+                _ => {
+                    out.push('#');
+                    out.push_str(&n.to_string());
+                }
+            },
+            Value::String(text) => {
+                out.push('"');
+                out.push_str(&text.replace('\\', "\\\\").replace('"', "\\\""));
+                out.push('"');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for item in items {
+                    write(out, item);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            // Maps iterate in key order, so equal maps write equal keys.
+            Value::Object(map) => {
+                out.push('{');
+                for (key, item) in map {
+                    write(out, &Value::String(key.clone()));
+                    out.push(':');
+                    write(out, item);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(&mut out, value);
+    out
+}
+
+fn id_key(id: &Option<Value>) -> Option<String> {
+    id.as_ref().map(value_key)
+}
+
+/// The first position of every identity in `ids`.
+struct Positions(HashMap<Option<String>, usize>);
+
+impl Positions {
+    fn of(ids: &[Option<Value>]) -> Positions {
+        let mut first = HashMap::with_capacity(ids.len());
+        for (index, id) in ids.iter().enumerate() {
+            first.entry(id_key(id)).or_insert(index);
+        }
+        Positions(first)
+    }
+
+    fn get(&self, id: &Option<Value>) -> Option<usize> {
+        self.0.get(&id_key(id)).copied()
+    }
 }
 
 /// Upstream's ordering of a merged list (`normalizeElementOrder` + `mergeSortedSlice`):
@@ -321,38 +388,37 @@ fn order_merged(
     server_ids: &[Option<Value>],
     key: Option<&str>,
 ) -> Vec<Value> {
+    let patch_positions = Positions::of(patch_ids);
+    let server_positions = Positions::of(server_ids);
+    // (rank in its own list, rank in the live list, item)
     let mut from_patch = Vec::new();
     let mut server_only = Vec::new();
     for item in merged {
         let id = identity(&item, key);
-        match position(patch_ids, &id) {
-            Some(rank) => from_patch.push((rank, item)),
-            None => {
-                let rank = position(server_ids, &id).unwrap_or(usize::MAX);
-                server_only.push((rank, item));
-            }
+        let server_rank = server_positions.get(&id);
+        match patch_positions.get(&id) {
+            Some(rank) => from_patch.push((rank, server_rank, item)),
+            None => server_only.push((server_rank.unwrap_or(usize::MAX), server_rank, item)),
         }
     }
     // Stable sorts, so duplicates keep their relative order.
-    from_patch.sort_by_key(|(rank, _)| *rank);
-    server_only.sort_by_key(|(rank, _)| *rank);
+    from_patch.sort_by_key(|(rank, _, _)| *rank);
+    server_only.sort_by_key(|(rank, _, _)| *rank);
 
-    let server_rank = |item: &Value| position(server_ids, &identity(item, key));
     let mut out = Vec::with_capacity(from_patch.len() + server_only.len());
-    let mut left = server_only.into_iter().map(|(_, item)| item).peekable();
-    let mut right = from_patch.into_iter().map(|(_, item)| item).peekable();
+    let mut left = server_only.into_iter().peekable();
+    let mut right = from_patch.into_iter().peekable();
     loop {
         let take_left = match (left.peek(), right.peek()) {
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some(l), Some(r)) => matches!(
-                (server_rank(l), server_rank(r)),
-                (Some(li), Some(ri)) if li < ri
-            ),
+            (Some((_, l, _)), Some((_, r, _))) => {
+                matches!((l, r), (Some(li), Some(ri)) if li < ri)
+            }
         };
         let next = if take_left { left.next() } else { right.next() };
-        out.extend(next);
+        out.extend(next.map(|(_, _, item)| item));
     }
     out
 }
@@ -391,7 +457,7 @@ impl<'p> Merger<'_, 'p> {
             let Value::Array(retain) = retain else {
                 return Err(malformed("invalid patch format of retainKeys"));
             };
-            let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
+            let keep: HashSet<&str> = retain.iter().filter_map(Value::as_str).collect();
             let sets_unlisted_key = patch
                 .iter()
                 .any(|(k, v)| !v.is_null() && !is_directive_key(k) && !keep.contains(&k.as_str()));
@@ -403,7 +469,7 @@ impl<'p> Merger<'_, 'p> {
 
         // `$setElementOrder/<list>` merges and orders its list in one step, so the main loop
         // below must leave those lists alone.
-        let mut ordered_lists: Vec<&'p str> = Vec::new();
+        let mut ordered_lists: HashSet<&'p str> = HashSet::new();
         for (key, order) in patch {
             if !key.starts_with(SET_ELEMENT_ORDER_PREFIX) {
                 continue;
@@ -414,7 +480,7 @@ impl<'p> Merger<'_, 'p> {
                 return Err(malformed("invalid patch format of setElementOrder list"));
             };
             self.merge_ordered_list(&mut original, patch, name, order)?;
-            ordered_lists.push(name);
+            ordered_lists.insert(name);
         }
 
         for (key, values) in patch {
@@ -427,7 +493,8 @@ impl<'p> Merger<'_, 'p> {
                 return Err(malformed("invalid patch format of primitive list"));
             };
             if let Some(Value::Array(items)) = original.get_mut(name) {
-                items.retain(|item| !values.contains(item));
+                let doomed: HashSet<String> = values.iter().map(value_key).collect();
+                items.retain(|item| !doomed.contains(&value_key(item)));
             }
         }
 
@@ -543,8 +610,9 @@ impl<'p> Merger<'_, 'p> {
         let server_ids: Vec<Option<Value>> = original.iter().cloned().map(Some).collect();
         let patch_ids: Vec<Option<Value>> = patch.iter().cloned().map(Some).collect();
         let mut merged: Vec<Value> = Vec::with_capacity(original.len() + patch.len());
+        let mut seen: HashSet<String> = HashSet::with_capacity(merged.capacity());
         for item in original.into_iter().chain(patch.iter().cloned()) {
-            if !merged.contains(&item) {
+            if seen.insert(value_key(&item)) {
                 merged.push(item);
             }
         }
@@ -596,6 +664,7 @@ impl<'p> Merger<'_, 'p> {
         let mut current = original;
         let mut replace = false;
         let mut plain: Vec<&'p Map<String, Value>> = Vec::with_capacity(patch_maps.len());
+        let mut doomed: HashSet<String> = HashSet::new();
         for map in patch_maps {
             let Some(directive) = map.get(DIRECTIVE_MARKER) else {
                 plain.push(map);
@@ -604,7 +673,7 @@ impl<'p> Merger<'_, 'p> {
             match directive.as_str() {
                 Some("delete") => {
                     let value = map.get(key).ok_or_else(|| no_merge_key(map, key))?;
-                    current.retain(|item| item.get(key) != Some(value));
+                    doomed.insert(value_key(value));
                 }
                 Some("replace") => replace = true,
                 Some("merge") => {
@@ -614,6 +683,12 @@ impl<'p> Merger<'_, 'p> {
                 }
                 _ => return Err(unknown_patch_type(directive, map)),
             }
+        }
+        if !doomed.is_empty() {
+            current.retain(|item| {
+                item.get(key)
+                    .is_none_or(|value| !doomed.contains(&value_key(value)))
+            });
         }
         let deleted = original_len - current.len();
         let server_ids: Vec<Option<Value>> =
@@ -632,22 +707,31 @@ impl<'p> Merger<'_, 'p> {
 
         let mut patch_ids = Vec::with_capacity(plain.len());
         let mut appended = 0;
-        let mut merged = current;
+        // Slots instead of removals keep the positions in `by_key` valid; each key lists
+        // its elements in order, and the first one still present is the match, as a scan
+        // from the front would find it.
+        let mut merged: Vec<Option<Value>> = current.into_iter().map(Some).collect();
+        let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::with_capacity(merged.len());
+        for (index, item) in merged.iter().enumerate() {
+            if let Some(value) = item.as_ref().and_then(|item| item.get(key)) {
+                by_key.entry(value_key(value)).or_default().push_back(index);
+            }
+        }
         for map in plain {
             let value = map.get(key).ok_or_else(|| no_merge_key(map, key))?;
             patch_ids.push(Some(value.clone()));
-            match merged.iter().position(|item| item.get(key) == Some(value)) {
+            let slots = by_key.entry(value_key(value)).or_default();
+            // Elements deleted by an earlier patch element are gone for good.
+            while slots.front().is_some_and(|&index| merged[index].is_none()) {
+                slots.pop_front();
+            }
+            match slots.front().copied() {
                 Some(index) => {
-                    let existing = match std::mem::take(&mut merged[index]) {
-                        Value::Object(existing) => existing,
+                    let existing = match merged[index].take() {
+                        Some(Value::Object(existing)) => existing,
                         _ => Map::new(),
                     };
-                    match self.merge_map(existing, map)? {
-                        Some(updated) => merged[index] = Value::Object(updated),
-                        None => {
-                            merged.remove(index);
-                        }
-                    }
+                    merged[index] = self.merge_map(existing, map)?.map(Value::Object);
                 }
                 None => {
                     if let Some(seen) = seen_live_order.as_mut()
@@ -656,10 +740,14 @@ impl<'p> Merger<'_, 'p> {
                         seen.push(Some(value.clone()));
                     }
                     appended += 1;
-                    merged.extend(self.merge_map(Map::new(), map)?.map(Value::Object));
+                    if let Some(added) = self.merge_map(Map::new(), map)? {
+                        slots.push_back(merged.len());
+                        merged.push(Some(Value::Object(added)));
+                    }
                 }
             }
         }
+        let merged: Vec<Value> = merged.into_iter().flatten().collect();
         Ok(MergedList {
             items: order_merged(merged, &patch_ids, &server_ids, Some(key)),
             seen_live_order,
