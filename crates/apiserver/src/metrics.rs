@@ -3,10 +3,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use finale_store::StoreHealth;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -21,10 +23,19 @@ struct VerbLabels {
     verb: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// Every state [`StoreHealth::name`] can report, so each series exists from the start.
+const STORE_STATES: [&str; 3] = ["serving", "refusing-writes", "closed"];
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<VerbLabels, Histogram>,
+    store_state: Family<StateLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -74,10 +85,28 @@ impl Metrics {
             "Time to the response headers, by verb",
             latency.clone(),
         );
-        Metrics {
+        let store_state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "store_state",
+            "1 for the store's current state (serving, refusing-writes, closed), 0 for the others",
+            store_state.clone(),
+        );
+        let metrics = Metrics {
             registry: Mutex::new(registry),
             requests,
             latency,
+            store_state,
+        };
+        metrics.set_store_health(&StoreHealth::Serving);
+        metrics
+    }
+
+    /// Records the store's state in `apiserver_store_state`.
+    pub fn set_store_health(&self, health: &StoreHealth) {
+        for state in STORE_STATES {
+            self.store_state
+                .get_or_create(&StateLabels { state })
+                .set(i64::from(state == health.name()));
         }
     }
 

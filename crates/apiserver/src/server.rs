@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
+use crate::http::health::{Controllers, Health};
 use crate::http::{AppState, router};
 use crate::metrics::Metrics;
 use crate::pki::{Pki, write_kubeconfig};
@@ -65,7 +66,7 @@ pub struct RunningServer {
     shutdown: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
     /// The in-process controllers; each ends when `shutdown` is cancelled.
-    controllers: Vec<tokio::task::JoinHandle<()>>,
+    controllers: Arc<Controllers>,
     store: Arc<RedbStore>,
 }
 
@@ -78,12 +79,12 @@ impl RunningServer {
         }
         // Controllers hold the registry, and through it the store file: wait for them, so
         // that a stopped server has let go of its data directory.
-        for controller in self.controllers {
+        for (name, controller) in self.controllers.take() {
             if tokio::time::timeout(std::time::Duration::from_secs(10), controller)
                 .await
                 .is_err()
             {
-                tracing::warn!("a controller did not stop within 10 s");
+                tracing::warn!(controller = name, "a controller did not stop within 10 s");
             }
         }
         self.store.close().await;
@@ -159,7 +160,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     )
     .await
     .context("cannot start the watch cache")?;
-    let registry = Arc::new(Registry::new(shared_store, catalog, watch_cache));
+    let registry = Arc::new(Registry::new(shared_store.clone(), catalog, watch_cache));
     registry
         .bootstrap()
         .await
@@ -174,25 +175,28 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             "serving established custom resource definitions"
         );
     }
-    let mut controllers = vec![crate::controllers::crd::spawn(
-        Arc::clone(&registry),
-        shutdown.clone(),
-    )];
+    let controllers = Arc::new(Controllers::default());
+    controllers.add(
+        "crd",
+        crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone()),
+    );
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
     if config.garbage_collector {
-        controllers.push(crate::controllers::gc::spawn(
-            Arc::clone(&registry),
-            gc_metrics,
-            shutdown.clone(),
-        ));
+        controllers.add(
+            "garbage-collector",
+            crate::controllers::gc::spawn(Arc::clone(&registry), gc_metrics, shutdown.clone()),
+        );
     }
-    controllers.push(namespace::spawn(
-        Arc::clone(&registry),
-        config.namespace_controller.clone(),
-        shutdown.clone(),
-    ));
+    controllers.add(
+        "namespace",
+        namespace::spawn(
+            Arc::clone(&registry),
+            config.namespace_controller.clone(),
+            shutdown.clone(),
+        ),
+    );
 
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
@@ -205,6 +209,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
+        health: Arc::new(Health {
+            store: shared_store.clone(),
+            controllers: Arc::clone(&controllers),
+            shutdown: shutdown.clone(),
+        }),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(listener, tls, app, shutdown.clone()));

@@ -101,7 +101,8 @@ use wal::Wal;
 
 use crate::{
     EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
-    StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult, range_contains,
+    StoreHealth, StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult,
+    range_contains,
 };
 
 /// Latest state per key.
@@ -222,6 +223,10 @@ struct Shared {
     /// The compacted revision (updated by the writer after the commit that records it).
     compacted: AtomicI64,
     closing: AtomicBool,
+    /// Why writes fail, set by the writer when a batch fails and cleared when one commits;
+    /// after a failure that needs a reopen, every batch fails, so it stays set. Read by
+    /// [`Store::health`].
+    write_refusal: Mutex<Option<String>>,
 }
 
 enum Request {
@@ -274,6 +279,7 @@ impl RedbStore {
             current: AtomicI64::new(state.current),
             compacted: AtomicI64::new(state.compacted),
             closing: AtomicBool::new(false),
+            write_refusal: Mutex::new(None),
         });
         let (requests, requests_rx) = mpsc::channel(options.queue_depth.max(1));
         let (events, _) = broadcast::channel(options.watch_buffer.max(1));
@@ -483,6 +489,18 @@ impl Store for RedbStore {
     async fn compacted_revision(&self) -> StoreResult<Revision> {
         self.check_open()?;
         Ok(self.shared.compacted.load(Ordering::SeqCst))
+    }
+
+    /// `Closed` once closing; `RefusingWrites` while the last write batch failed, which,
+    /// after a failed write-ahead log append or sync, lasts until the store is reopened.
+    fn health(&self) -> StoreHealth {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            return StoreHealth::Closed;
+        }
+        match self.shared.write_refusal() {
+            Some(reason) => StoreHealth::RefusingWrites { reason },
+            None => StoreHealth::Serving,
+        }
     }
 
     /// As etcd: fails with [`StoreError::Compacted`] if `revision` is not above the current
@@ -780,6 +798,8 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, requests = replies.len(), "write batch failed");
                 let message = e.to_string();
+                self.shared
+                    .set_write_refusal(Some(self.failed.clone().unwrap_or(message.clone())));
                 for reply in replies {
                     let error = StoreError::Backend(message.clone());
                     match reply {
@@ -791,6 +811,7 @@ impl Writer {
             }
         };
 
+        self.shared.set_write_refusal(None);
         // Durable and committed: make it visible, then tell watchers before callers, so that a
         // caller who reads its revision back from a watch-fed cache finds it there.
         self.current = applied.current;
@@ -1328,6 +1349,22 @@ fn tombstone_kv(key: Vec<u8>, revision: Revision) -> KeyValue {
 
 // ---------------------------------------------------------------------------------------------
 // Reads
+
+impl Shared {
+    fn write_refusal(&self) -> Option<String> {
+        self.write_refusal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn set_write_refusal(&self, refusal: Option<String>) {
+        *self
+            .write_refusal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = refusal;
+    }
+}
 
 struct MetaState {
     current: Revision,

@@ -3,6 +3,7 @@
 //! Handlers here translate requests into registry calls and registry results into responses;
 //! no lifecycle rule lives in this module.
 
+pub mod health;
 mod jsonpath;
 mod path;
 mod resource;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub server_address: String,
     /// Cancelled at shutdown so long-lived watch streams end and connections can drain.
     pub shutdown: CancellationToken,
+    /// What `/healthz`, `/livez` and `/readyz` check.
+    pub health: Arc<health::Health>,
 }
 
 /// Builds the router for every endpoint the server offers.
@@ -59,9 +62,12 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
-        .route("/healthz", get(health))
-        .route("/livez", get(health))
-        .route("/readyz", get(health))
+        .route("/healthz", get(health::endpoint))
+        .route("/livez", get(health::endpoint))
+        .route("/readyz", get(health::endpoint))
+        .route("/healthz/{check}", get(health::single))
+        .route("/livez/{check}", get(health::single))
+        .route("/readyz/{check}", get(health::single))
         .merge(authenticated)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -121,10 +127,6 @@ async fn record_metrics(State(state): State<AppState>, request: Request, next: N
         .metrics
         .observe_request(&verb, response.status().as_u16(), started.elapsed());
     response
-}
-
-async fn health() -> &'static str {
-    "ok"
 }
 
 async fn version() -> Response {
@@ -191,6 +193,7 @@ async fn openapi_v2() -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    state.metrics.set_store_health(&state.health.store.health());
     match state.metrics.encode() {
         Ok(text) => (
             StatusCode::OK,
