@@ -15,7 +15,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
 
+use crate::authn::{Authenticator, ClientCertAuthenticator};
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
 use crate::http::health::{Controllers, Health};
 use crate::http::{AppState, router};
@@ -150,6 +152,9 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         pki.server_tls_config()
             .context("cannot build the TLS configuration")?,
     );
+    let client_certs = pki
+        .client_cert_authenticator()
+        .context("cannot build the client certificate verifier")?;
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
@@ -205,7 +210,9 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let state = AppState {
         registry: Arc::clone(&registry),
-        authenticator: Arc::new(pki.token_authenticator()),
+        authenticator: Arc::new(Authenticator {
+            tokens: pki.token_authenticator(),
+        }),
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
@@ -216,7 +223,13 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         }),
     };
     let app = router(state);
-    let serving = tokio::spawn(accept_loop(listener, tls, app, shutdown.clone()));
+    let serving = tokio::spawn(accept_loop(
+        listener,
+        tls,
+        client_certs,
+        app,
+        shutdown.clone(),
+    ));
     tracing::info!(%url, data_dir = %config.data_dir.display(), "finale API server is serving");
     Ok(RunningServer {
         local_addr,
@@ -232,6 +245,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 async fn accept_loop(
     listener: TcpListener,
     tls: TlsAcceptor,
+    client_certs: ClientCertAuthenticator,
     app: axum::Router,
     shutdown: CancellationToken,
 ) {
@@ -254,7 +268,8 @@ async fn accept_loop(
         };
         let _ = tcp.set_nodelay(true);
         let tls = tls.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let client_certs = client_certs.clone();
+        let app = app.clone();
         let builder = Arc::clone(&builder);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
@@ -269,6 +284,14 @@ async fn accept_loop(
                     return;
                 }
             };
+            // Judged once per connection; every request on it carries the result.
+            let certificate = client_certs.check(stream.get_ref().1.peer_certificates());
+            let service = TowerToHyperService::new(app.map_request(
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(certificate.clone());
+                    request
+                },
+            ));
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(error) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");

@@ -24,10 +24,10 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::authn::{Authenticator, ClientCertificate};
 use crate::discovery::{self, AGGREGATED_DISCOVERY_V2};
 use crate::metrics::Metrics;
 use crate::openapi;
-use crate::pki::TokenAuthenticator;
 use crate::registry::Registry;
 use crate::status::ApiError;
 
@@ -37,7 +37,7 @@ pub use path::{ApiPath, ResourcePath, parse as parse_path};
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Arc<Registry>,
-    pub authenticator: Arc<TokenAuthenticator>,
+    pub authenticator: Arc<Authenticator>,
     pub metrics: Arc<Metrics>,
     /// `host:port` clients reach the server at, for `/api`'s serverAddressByClientCIDRs.
     pub server_address: String,
@@ -99,14 +99,26 @@ pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    match state.authenticator.authenticate(authorization) {
-        Ok(_identity) => next.run(request).await,
-        Err(error) => ApiError::unauthorized(error.to_string()).into_response(),
+/// Authenticates with the connection's client certificate (attached by the accept loop) or
+/// the request's bearer token, and hands the identity on as a request extension.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let certificate = request
+        .extensions()
+        .get::<ClientCertificate>()
+        .cloned()
+        .unwrap_or(ClientCertificate::Absent);
+    match state
+        .authenticator
+        .authenticate(&certificate, request.headers())
+    {
+        Ok(identity) => {
+            request.extensions_mut().insert(identity);
+            next.run(request).await
+        }
+        Err(error) => {
+            tracing::debug!(%error, path = %request.uri().path(), "unauthenticated request");
+            ApiError::unauthorized(error.to_string()).into_response()
+        }
     }
 }
 
