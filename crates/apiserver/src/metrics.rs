@@ -1,4 +1,7 @@
 //! Prometheus metrics of the API server, served on `/metrics`.
+//!
+//! Label values come from fixed sets (see [`request_verb`]), so no request can make the
+//! server keep a new series.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -12,15 +15,42 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+// Every label value is `&'static str` or a number: series are created from a fixed set, never
+// from what a client sends.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    verb: String,
-    code: String,
+    verb: &'static str,
+    code: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerbLabels {
-    verb: String,
+    verb: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    request_kind: &'static str,
+}
+
+/// The `verb` label of a request, from a fixed set as upstream's `CleanVerb`: the HTTP
+/// method, `WATCH` for a watch, `APPLY` for a server-side apply, and `other` (upstream's
+/// `OtherRequestMethod`) for any method outside the set, so junk methods add no series.
+pub fn request_verb(method: &http::Method, watch: bool, apply: bool) -> &'static str {
+    use http::Method;
+    match *method {
+        Method::GET if watch => "WATCH",
+        Method::PATCH if apply => "APPLY",
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -36,6 +66,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<VerbLabels, Histogram>,
     store_state: Family<StateLabels, Gauge>,
+    dropped: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -91,11 +122,19 @@ impl Metrics {
             "1 for the store's current state (serving, refusing-writes, closed), 0 for the others",
             store_state.clone(),
         );
+        let dropped = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "dropped_requests",
+            "Requests refused with 429 by --max-requests-inflight or \
+             --max-mutating-requests-inflight, by request_kind (readOnly, mutating)",
+            dropped.clone(),
+        );
         let metrics = Metrics {
             registry: Mutex::new(registry),
             requests,
             latency,
             store_state,
+            dropped,
         };
         metrics.set_store_health(&StoreHealth::Serving);
         metrics
@@ -110,18 +149,21 @@ impl Metrics {
         }
     }
 
-    pub fn observe_request(&self, verb: &str, code: u16, elapsed: Duration) {
+    /// Counts a request; `verb` comes from [`request_verb`].
+    pub fn observe_request(&self, verb: &'static str, code: u16, elapsed: Duration) {
         self.requests
-            .get_or_create(&RequestLabels {
-                verb: verb.to_string(),
-                code: code.to_string(),
-            })
+            .get_or_create(&RequestLabels { verb, code })
             .inc();
         self.latency
-            .get_or_create(&VerbLabels {
-                verb: verb.to_string(),
-            })
+            .get_or_create(&VerbLabels { verb })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a request refused by an in-flight limit.
+    pub fn observe_dropped(&self, request_kind: &'static str) {
+        self.dropped
+            .get_or_create(&KindLabels { request_kind })
+            .inc();
     }
 
     pub fn encode(&self) -> Result<String, std::fmt::Error> {

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use finale_store::{RedbStore, RedbStoreOptions, Store};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
@@ -20,6 +21,7 @@ use tower::ServiceExt as _;
 use crate::authn::{Authenticator, ClientCertAuthenticator};
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
 use crate::http::health::{Controllers, Health};
+use crate::http::limits::InflightLimits;
 use crate::http::{AppState, router};
 use crate::metrics::Metrics;
 use crate::pki::{Pki, write_kubeconfig};
@@ -31,6 +33,37 @@ use crate::watch_cache::{WatchCache, WatchCacheOptions};
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for in-flight requests before closing connections.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bounds on what clients may hold of the server: connections, request slots, time.
+#[derive(Clone, Debug)]
+pub struct ServingLimits {
+    /// `--max-requests-inflight`: read-only requests served at once (0: no limit).
+    pub max_requests_inflight: usize,
+    /// `--max-mutating-requests-inflight`: mutating requests served at once (0: no limit).
+    pub max_mutating_requests_inflight: usize,
+    /// `--max-connections`: open client connections (0: no limit). At the cap the server
+    /// stops accepting; new connections wait in the kernel's backlog until one closes.
+    pub max_connections: usize,
+    /// How long an HTTP/1.1 client may take to send a request's headers, and how long an
+    /// idle keep-alive connection waits for the next request: upstream's `ReadHeaderTimeout`.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ServingLimits {
+    fn default() -> Self {
+        ServingLimits {
+            max_requests_inflight: crate::http::limits::DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight:
+                crate::http::limits::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: Duration::from_secs(32),
+        }
+    }
+}
+
+/// Default `--max-connections`: far above what the in-flight limits can serve at once (watches
+/// hold connections too), well below the usual 64k file descriptors.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -44,6 +77,7 @@ pub struct ServerConfig {
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
     /// off, as the spec's "GC stopped" scenarios do).
     pub garbage_collector: bool,
+    pub limits: ServingLimits,
 }
 
 impl ServerConfig {
@@ -56,6 +90,7 @@ impl ServerConfig {
             watch_cache: WatchCacheOptions::default(),
             namespace_controller: NamespaceControllerOptions::default(),
             garbage_collector: true,
+            limits: ServingLimits::default(),
         }
     }
 }
@@ -221,6 +256,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             controllers: Arc::clone(&controllers),
             shutdown: shutdown.clone(),
         }),
+        inflight: Arc::new(InflightLimits::new(
+            config.limits.max_requests_inflight,
+            config.limits.max_mutating_requests_inflight,
+        )),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(
@@ -228,6 +267,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         tls,
         client_certs,
         app,
+        config.limits.clone(),
         shutdown.clone(),
     ));
     tracing::info!(%url, data_dir = %config.data_dir.display(), "finale API server is serving");
@@ -247,14 +287,34 @@ async fn accept_loop(
     tls: TlsAcceptor,
     client_certs: ClientCertAuthenticator,
     app: axum::Router,
+    limits: ServingLimits,
     shutdown: CancellationToken,
 ) {
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes its headers (slowloris), or leaves a keep-alive
+    // connection idle, is disconnected after the header read timeout.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
     // Every informer is one stream; allow many watches to share an HTTP/2 connection.
-    builder.http2().max_concurrent_streams(1000);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(1000);
     let builder = Arc::new(builder);
+    let connections =
+        (limits.max_connections > 0).then(|| Arc::new(Semaphore::new(limits.max_connections)));
     loop {
+        // At the cap, wait for a connection to close before accepting the next one.
+        let slot = match &connections {
+            Some(connections) => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                slot = Arc::clone(connections).acquire_owned() => slot.ok(),
+            },
+            None => None,
+        };
         let (tcp, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -273,6 +333,8 @@ async fn accept_loop(
         let builder = Arc::clone(&builder);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            // Held until the connection ends.
+            let _slot = slot;
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(error)) => {

@@ -5,6 +5,7 @@
 
 pub mod health;
 mod jsonpath;
+pub mod limits;
 mod path;
 mod resource;
 mod table;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// What `/healthz`, `/livez` and `/readyz` check.
     pub health: Arc<health::Health>,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
+    pub inflight: Arc<limits::InflightLimits>,
 }
 
 /// Builds the router for every endpoint the server offers.
@@ -60,6 +63,9 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi/v2", get(openapi_v2))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        // Layers run outside-in: authentication first, then the in-flight limits, which
+        // need the identity (system:masters is exempt).
+        .route_layer(middleware::from_fn_with_state(state.clone(), limits::limit))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route("/healthz", get(health::endpoint))
@@ -124,20 +130,16 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
 
 async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().clone();
-    let is_watch = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let apply = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/apply-patch+yaml"));
+    let verb = crate::metrics::request_verb(request.method(), limits::is_watch(&request), apply);
     let response = next.run(request).await;
-    let verb = if is_watch {
-        "WATCH".to_string()
-    } else {
-        method.to_string()
-    };
     state
         .metrics
-        .observe_request(&verb, response.status().as_u16(), started.elapsed());
+        .observe_request(verb, response.status().as_u16(), started.elapsed());
     response
 }
 
