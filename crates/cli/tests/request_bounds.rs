@@ -127,7 +127,7 @@ fn alias_bomb(levels: usize, scalar_bytes: usize) -> String {
     let mut yaml = format!("l0: &l0 \"{}\"\n", "x".repeat(scalar_bytes));
     for level in 1..=levels {
         let previous = format!("*l{}", level - 1);
-        let aliases = vec![previous.as_str(); 10].join(", ");
+        let aliases = [previous.as_str(); 10].join(", ");
         yaml.push_str(&format!("l{level}: &l{level} [{aliases}]\n"));
     }
     yaml
