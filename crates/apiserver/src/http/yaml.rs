@@ -131,6 +131,21 @@ impl<'de> Visitor<'de> for Bounded<'_> {
         Ok(Value::Number(value.into()))
     }
 
+    // As serde_json's own visitor: integers beyond 64 bits have no JSON number here.
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
+        self.charge(8)?;
+        Number::from_i128(value)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom(format!("the number {value} is out of range")))
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
+        self.charge(8)?;
+        Number::from_u128(value)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom(format!("the number {value} is out of range")))
+    }
+
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
         self.charge(8)?;
         // As serde_json's own visitor: a non-finite float has no JSON form.
@@ -195,11 +210,14 @@ mod tests {
         let expected: Value = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(decode(yaml).unwrap(), expected);
         assert_eq!(expected["list"], json!([1, 2.5, true, null, null, "text"]));
-        // Aliases within the budget still work.
+        // Aliases within the budget still work, and so do merge keys.
         assert_eq!(
-            decode("a: &x {k: v}\nb: *x\n").unwrap(),
-            json!({"a": {"k": "v"}, "b": {"k": "v"}})
+            decode("a: &x {k: v}\nb: *x\nc:\n  <<: *x\n  j: w\n").unwrap(),
+            json!({"a": {"k": "v"}, "b": {"k": "v"}, "c": {"k": "v", "j": "w"}})
         );
+        // Duplicate keys are refused, as by the parser's default.
+        assert!(decode("a: 1\na: 2\n").is_err());
+        assert!(serde_saphyr::from_str::<Value>("a: 1\na: 2\n").is_err());
     }
 
     #[test]
