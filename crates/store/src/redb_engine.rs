@@ -52,8 +52,9 @@
 //! So after a crash, `kill -9` included, the store reopens at the revision of the last
 //! acknowledged write or later (a batch whose sync finished but whose callers had not been
 //! answered yet is also there). A failed append, sync or commit after logging leaves the log
-//! and the database possibly disagreeing, so the writer then refuses all writes until the
-//! store is reopened.
+//! and the database possibly disagreeing, and after a failed checkpoint commit redb refuses
+//! writes by itself, so the writer then refuses all writes until the store is reopened
+//! ([`Store::health`] reports it, with the first error).
 //!
 //! # Reads
 //!
@@ -938,9 +939,10 @@ impl Writer {
         }
         if let Err(e) = txn.commit() {
             let e = StoreError::Backend(format!("commit write batch: {e}"));
-            if changed && !checkpoint {
-                self.failed = Some(format!("the store needs a restart after: {e}"));
-            }
+            // After a logged batch the log and the database may disagree; after a failed
+            // checkpoint redb itself refuses every write ("Previous I/O error") until it is
+            // reopened. Either way only a reopen helps, and the first cause is what to report.
+            self.failed = Some(format!("the store needs a restart after: {e}"));
             return Err(e);
         }
         if checkpoint {
