@@ -77,6 +77,7 @@ pub struct ServerConfig {
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
     /// off, as the spec's "GC stopped" scenarios do).
     pub garbage_collector: bool,
+    /// Connections, requests in flight and header time a client may hold.
     pub limits: ServingLimits,
 }
 
