@@ -178,37 +178,42 @@ async fn mutating_requests_beyond_the_limit_get_429_with_retry_after() {
     let configmaps = format!("{base}/api/v1/namespaces/default/configmaps");
 
     // A create whose body arrives slowly holds the only mutating slot while it uploads.
-    let (chunks, body) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
-    let slow = tokio::spawn({
-        let alice = alice.clone();
-        let url = configmaps.clone();
-        async move {
-            alice
-                .post(url)
-                .header("Content-Type", "application/json")
-                .body(reqwest::Body::wrap_stream(tokio_stream_from(body)))
-                .send()
-                .await
-        }
-    });
-    chunks
-        .send(Ok(br#"{"apiVersion":"v1","kind":"ConfigMap","#.to_vec()))
-        .await
-        .unwrap();
-
+    let start_slow_create = || {
+        let (chunks, body) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+        let request = alice
+            .post(&configmaps)
+            .header("Content-Type", "application/json")
+            .body(reqwest::Body::wrap_stream(tokio_stream_from(body)));
+        let task = tokio::spawn(request.send());
+        (chunks, task)
+    };
     let dry_run = format!("{configmaps}?dryRun=All");
     let probe =
         serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe"}});
-    // Once the slow create holds its slot, the next mutating request is refused.
+    // Once the slow create holds its slot, the next mutating request is refused. A probe may
+    // hold the slot at the very moment the slow create arrives, which then gets the 429
+    // itself and ends: start it again.
     let deadline = Instant::now() + WAIT;
-    let refused = loop {
-        let response = alice.post(&dry_run).json(&probe).send().await.unwrap();
-        if response.status() == 429 {
-            break response;
+    let (chunks, slow, refused) = 'admitted: loop {
+        let (chunks, slow) = start_slow_create();
+        chunks
+            .send(Ok(br#"{"apiVersion":"v1","kind":"ConfigMap","#.to_vec()))
+            .await
+            .unwrap();
+        loop {
+            assert!(Instant::now() < deadline, "never refused");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if slow.is_finished() {
+                let early = slow.await.unwrap().unwrap();
+                assert_eq!(early.status(), 429, "the slow create ended early");
+                continue 'admitted;
+            }
+            let response = alice.post(&dry_run).json(&probe).send().await.unwrap();
+            if response.status() == 429 {
+                break 'admitted (chunks, slow, response);
+            }
+            assert_eq!(response.status(), 201, "{:?}", response.text().await);
         }
-        assert_eq!(response.status(), 201, "{:?}", response.text().await);
-        assert!(Instant::now() < deadline, "never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(refused.headers()["retry-after"], "1");
     let status: serde_json::Value = refused.json().await.unwrap();
