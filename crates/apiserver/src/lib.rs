@@ -6,8 +6,10 @@
 //! - [`watch_cache`]: the store's event stream, decoded once and fanned out to watchers;
 //! - `finale_store`: revisioned key-value storage.
 //!
-//! [`server`] wires them together with the PKI and the TLS listener.
+//! [`server`] wires them together with the PKI ([`pki`]), authentication ([`authn`]) and the
+//! TLS listener.
 
+pub mod authn;
 pub mod controllers;
 pub mod crd;
 pub mod deletion;

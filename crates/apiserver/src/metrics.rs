@@ -1,30 +1,72 @@
 //! Prometheus metrics of the API server, served on `/metrics`.
+//!
+//! Label values come from fixed sets (see [`request_verb`]), so no request can make the
+//! server keep a new series.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
+use finale_store::StoreHealth;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+// Every label value is `&'static str` or a number: series are created from a fixed set, never
+// from what a client sends.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    verb: String,
-    code: String,
+    verb: &'static str,
+    code: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerbLabels {
-    verb: String,
+    verb: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    request_kind: &'static str,
+}
+
+/// The `verb` label of a request, from a fixed set as upstream's `CleanVerb`: the HTTP
+/// method, `WATCH` for a watch, `APPLY` for a server-side apply, and `other` (upstream's
+/// `OtherRequestMethod`) for any method outside the set, so junk methods add no series.
+pub fn request_verb(method: &http::Method, watch: bool, apply: bool) -> &'static str {
+    use http::Method;
+    match *method {
+        Method::GET if watch => "WATCH",
+        Method::PATCH if apply => "APPLY",
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// Every state [`StoreHealth::name`] can report, so each series exists from the start.
+const STORE_STATES: [&str; 3] = ["serving", "refusing-writes", "closed"];
 
 pub struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<VerbLabels, Histogram>,
+    store_state: Family<StateLabels, Gauge>,
+    dropped: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -79,25 +121,54 @@ impl Metrics {
             "Time to the response headers, by verb",
             latency.clone(),
         );
-        Metrics {
+        let store_state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "store_state",
+            "1 for the store's current state (serving, refusing-writes, closed), 0 for the others",
+            store_state.clone(),
+        );
+        let dropped = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "dropped_requests",
+            "Requests refused with 429 by --max-requests-inflight or \
+             --max-mutating-requests-inflight, by request_kind (readOnly, mutating)",
+            dropped.clone(),
+        );
+        let metrics = Metrics {
             registry: Mutex::new(registry),
             requests,
             latency,
+            store_state,
+            dropped,
+        };
+        metrics.set_store_health(&StoreHealth::Serving);
+        metrics
+    }
+
+    /// Records the store's state in `apiserver_store_state`.
+    pub fn set_store_health(&self, health: &StoreHealth) {
+        for state in STORE_STATES {
+            self.store_state
+                .get_or_create(&StateLabels { state })
+                .set(i64::from(state == health.name()));
         }
     }
 
-    pub fn observe_request(&self, verb: &str, code: u16, elapsed: Duration) {
+    /// Counts a request; `verb` comes from [`request_verb`].
+    pub fn observe_request(&self, verb: &'static str, code: u16, elapsed: Duration) {
         self.requests
-            .get_or_create(&RequestLabels {
-                verb: verb.to_string(),
-                code: code.to_string(),
-            })
+            .get_or_create(&RequestLabels { verb, code })
             .inc();
         self.latency
-            .get_or_create(&VerbLabels {
-                verb: verb.to_string(),
-            })
+            .get_or_create(&VerbLabels { verb })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a request refused by an in-flight limit.
+    pub fn observe_dropped(&self, request_kind: &'static str) {
+        self.dropped
+            .get_or_create(&KindLabels { request_kind })
+            .inc();
     }
 
     pub fn encode(&self) -> Result<String, std::fmt::Error> {

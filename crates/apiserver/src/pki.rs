@@ -1,5 +1,5 @@
-//! The server's PKI and bearer-token authentication: a private CA, a serving certificate,
-//! an admin client certificate, an admin token and the admin kubeconfig.
+//! The server's PKI: a private CA, a serving certificate, an admin client certificate, an
+//! admin token and the admin kubeconfig. Checking what clients present is `authn`'s job.
 //!
 //! On first start [`Pki::load_or_create`] generates, under `<data-dir>/pki/`:
 //!
@@ -61,7 +61,10 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
-use subtle::ConstantTimeEq as _;
+
+// Authentication moved to `authn`; these names stay reachable here.
+use crate::authn::ClientCertAuthenticator;
+pub use crate::authn::{AuthError, Identity, TokenAuthenticator, identity_from_client_cert};
 
 /// Subdirectory of the data directory that holds every PKI file.
 pub const PKI_DIR: &str = "pki";
@@ -251,9 +254,10 @@ impl Pki {
     ///   graph rustls refuses to pick a process default.
     /// - ALPN `h2`, `http/1.1`.
     /// - Serves the leaf only, like kube-apiserver: clients hold the CA already.
-    /// - Client certificates are requested but optional. Presented ones must chain to our CA;
-    ///   map them to a user with [`identity_from_client_cert`]. Clients without one
-    ///   authenticate with a bearer token.
+    /// - Client certificates are requested but optional, and any is accepted in the
+    ///   handshake as long as the client proves it holds the key: whether it is trusted is
+    ///   for [`Pki::client_cert_authenticator`] to say, so an untrusted one gets a 401
+    ///   `Status`, as from kube-apiserver. Clients without one authenticate with a token.
     pub fn server_tls_config(&self) -> Result<Arc<rustls::ServerConfig>, PkiError> {
         let provider = ring_provider();
         let serving_cert_path = self.dir.join(SERVING_CERT_FILE);
@@ -265,11 +269,7 @@ impl Pki {
             path: self.dir.join(SERVING_KEY_FILE),
             reason,
         })?;
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(self.ca_roots()?, provider.clone())
-                .allow_unauthenticated()
-                .build()
-                .map_err(|error| PkiError::ClientVerifier { error })?;
+        let verifier = self.client_cert_authenticator()?.handshake_verifier();
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|error| PkiError::Tls {
@@ -284,6 +284,47 @@ impl Pki {
             })?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+
+    /// Checks client certificates against this CA (chain, validity, clientAuth usage) and
+    /// maps them to identities.
+    pub fn client_cert_authenticator(&self) -> Result<ClientCertAuthenticator, PkiError> {
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(self.ca_roots()?, ring_provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|error| PkiError::ClientVerifier { error })?;
+        Ok(ClientCertAuthenticator::new(verifier))
+    }
+
+    /// Issues a client certificate (and its key, both PEM) for `user` in `groups`, signed by
+    /// the CA and valid for a year: what `kubectl` and other clients present as
+    /// `client-certificate-data` / `client-key-data`. Nothing is written to disk.
+    pub fn issue_client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), PkiError> {
+        const WHAT: &str = "client certificate";
+        let ca = load_or_create_ca(&self.dir, &ring_provider())?;
+        let mut params = CertificateParams::default();
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, user);
+        for group in groups {
+            dn.push(DnType::OrganizationName, *group);
+        }
+        params.distinguished_name = dn;
+        set_validity(&mut params, LEAF_VALIDITY);
+        params.serial_number = Some(random_serial());
+        let key = generate_key(WHAT)?;
+        let cert = params
+            .signed_by(&key, &ca.issuer())
+            .map_err(gen_err(WHAT))?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 
     /// Writes an admin kubeconfig for this PKI (see [`write_kubeconfig`]).
@@ -946,274 +987,6 @@ fn yaml_scalar(s: &str) -> String {
     out
 }
 
-// ---------------------------------------------------------------------------------------
-// Authentication
-
-/// An authenticated user: Kubernetes' `user.Info` without UID and extras.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    pub user: String,
-    pub groups: Vec<String>,
-}
-
-impl Identity {
-    /// `admin` in `system:masters` and `system:authenticated`.
-    pub fn admin() -> Identity {
-        Identity {
-            user: ADMIN_USER.to_string(),
-            groups: vec![MASTERS_GROUP.to_string(), AUTHENTICATED_GROUP.to_string()],
-        }
-    }
-
-    /// Kubernetes adds `system:authenticated` to every authenticated user.
-    fn with_authenticated_group(mut self) -> Identity {
-        if !self.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
-            self.groups.push(AUTHENTICATED_GROUP.to_string());
-        }
-        self
-    }
-}
-
-/// Why a request could not be authenticated. Every variant maps to HTTP 401 `Unauthorized`;
-/// the messages tell the user what to fix and never echo a token.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    #[error(
-        "missing credentials: send `Authorization: Bearer <token>`; the server writes an admin \
-         kubeconfig with a token to <data-dir>/{KUBECONFIG_FILE} (use it with --kubeconfig or \
-         KUBECONFIG; note kubectl sends no credentials over plain http://)"
-    )]
-    MissingCredentials,
-    #[error(
-        "unsupported authorization scheme {scheme:?}: only `Authorization: Bearer <token>` is \
-         accepted; use the admin kubeconfig in <data-dir>/{KUBECONFIG_FILE}"
-    )]
-    UnsupportedScheme { scheme: String },
-    #[error(
-        "invalid bearer token: it matches no token of this server; use the token from the \
-         admin kubeconfig in <data-dir>/{KUBECONFIG_FILE} (also in \
-         <data-dir>/{PKI_DIR}/{ADMIN_TOKEN_FILE}); tokens change only if that file is deleted"
-    )]
-    InvalidToken,
-}
-
-#[derive(Clone)]
-struct TokenEntry {
-    token: Box<[u8]>,
-    identity: Identity,
-}
-
-/// A table of static bearer tokens, each mapped to an [`Identity`].
-///
-/// Lookups compare the presented token against every entry in constant time per entry and
-/// never stop early, so timing reveals neither token bytes nor which entry matched (only the
-/// length of a token can leak, and generated tokens all have the same length).
-#[derive(Clone, Default)]
-pub struct TokenAuthenticator {
-    entries: Arc<Vec<TokenEntry>>,
-}
-
-impl fmt::Debug for TokenAuthenticator {
-    // Tokens are secrets; show only who can log in.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenAuthenticator")
-            .field(
-                "users",
-                &self
-                    .entries
-                    .iter()
-                    .map(|e| e.identity.user.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .finish()
-    }
-}
-
-impl TokenAuthenticator {
-    /// An empty table: every request is rejected.
-    pub fn new() -> TokenAuthenticator {
-        TokenAuthenticator::default()
-    }
-
-    /// Adds `token` for `identity`, replacing an entry with the same token. Empty tokens are
-    /// ignored (they could never be presented).
-    pub fn insert(&mut self, token: impl Into<String>, identity: Identity) {
-        let token: String = token.into();
-        if token.is_empty() {
-            return;
-        }
-        // Copy-on-write: clones handed out earlier keep their snapshot.
-        let entries = Arc::make_mut(&mut self.entries);
-        entries.retain(|e| *e.token != *token.as_bytes());
-        entries.push(TokenEntry {
-            token: token.into_bytes().into_boxed_slice(),
-            identity,
-        });
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Authenticates the value of an `Authorization` header (`None` when absent).
-    ///
-    /// Accepts `Bearer <token>` with the scheme in any case and surrounding whitespace
-    /// trimmed, like kube-apiserver.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Identity, AuthError> {
-        let header = authorization.map(str::trim).unwrap_or_default();
-        if header.is_empty() {
-            return Err(AuthError::MissingCredentials);
-        }
-        let (scheme, token) = header
-            .split_once(|c: char| c.is_ascii_whitespace())
-            .unwrap_or((header, ""));
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(AuthError::UnsupportedScheme {
-                scheme: sanitize_scheme(scheme),
-            });
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(AuthError::MissingCredentials);
-        }
-        let mut matched: Option<&Identity> = None;
-        for entry in self.entries.iter() {
-            let equal: bool = entry.token.ct_eq(token.as_bytes()).into();
-            if equal && matched.is_none() {
-                matched = Some(&entry.identity);
-            }
-        }
-        matched
-            .map(|identity| identity.clone().with_authenticated_group())
-            .ok_or(AuthError::InvalidToken)
-    }
-
-    /// [`authenticate`](Self::authenticate) on a request's headers. A header that is not
-    /// valid visible ASCII cannot hold a token and counts as invalid; several `Authorization`
-    /// headers are rejected as ambiguous.
-    pub fn authenticate_headers(&self, headers: &http::HeaderMap) -> Result<Identity, AuthError> {
-        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-        let Some(value) = values.next() else {
-            return self.authenticate(None);
-        };
-        if values.next().is_some() {
-            return Err(AuthError::InvalidToken);
-        }
-        let value = value.to_str().map_err(|_| AuthError::InvalidToken)?;
-        self.authenticate(Some(value))
-    }
-}
-
-/// Echoes the scheme only when it looks like one (`Basic`, `Negotiate`, ...): a client that
-/// sends a bare token without `Bearer ` must not find its secret in error messages or logs.
-fn sanitize_scheme(scheme: &str) -> String {
-    if !scheme.is_empty() && scheme.len() <= 16 && scheme.bytes().all(|b| b.is_ascii_alphabetic()) {
-        scheme.to_string()
-    } else {
-        "<not a scheme name; missing `Bearer `?>".to_string()
-    }
-}
-
-/// Maps a client certificate that the TLS layer has already verified against our CA (see
-/// [`Pki::server_tls_config`]) to an identity the Kubernetes way: subject CN → user,
-/// subject O values → groups, plus `system:authenticated`.
-///
-/// Returns `None` when the certificate cannot be parsed or has no usable CN. Never call this
-/// on an unverified certificate: it checks nothing but the subject.
-pub fn identity_from_client_cert(cert: &CertificateDer<'_>) -> Option<Identity> {
-    let (user, groups) = der::subject_cn_and_orgs(cert.as_ref())?;
-    if user.is_empty() {
-        return None;
-    }
-    Some(Identity { user, groups }.with_authenticated_group())
-}
-
-/// Just enough DER to read a certificate's subject; avoids an x509 parser dependency.
-mod der {
-    const SEQUENCE: u8 = 0x30;
-    const SET: u8 = 0x31;
-    const OID: u8 = 0x06;
-    const VERSION_TAG: u8 = 0xA0;
-    const UTF8_STRING: u8 = 0x0C;
-    const PRINTABLE_STRING: u8 = 0x13;
-    const IA5_STRING: u8 = 0x16;
-    /// 2.5.4.3 and 2.5.4.10.
-    const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
-    const OID_ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0A];
-
-    /// Splits one TLV off `input`: `(tag, content, rest)`.
-    pub(super) fn read_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-        let (&tag, rest) = input.split_first()?;
-        let (&first, rest) = rest.split_first()?;
-        let (len, rest) = if first < 0x80 {
-            (usize::from(first), rest)
-        } else {
-            let n = usize::from(first & 0x7f);
-            if n == 0 || n > 4 || rest.len() < n {
-                return None;
-            }
-            let len = rest[..n]
-                .iter()
-                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-            (len, &rest[n..])
-        };
-        if rest.len() < len {
-            return None;
-        }
-        Some((tag, &rest[..len], &rest[len..]))
-    }
-
-    fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-        let (found, content, rest) = read_tlv(input)?;
-        (found == tag).then_some((content, rest))
-    }
-
-    /// `(CN, [O...])` of the subject. With several CNs the last wins, as in Go's `pkix.Name`.
-    pub(super) fn subject_cn_and_orgs(cert: &[u8]) -> Option<(String, Vec<String>)> {
-        let (cert, _) = expect(cert, SEQUENCE)?;
-        let (tbs, _) = expect(cert, SEQUENCE)?;
-        let mut rest = tbs;
-        if rest.first() == Some(&VERSION_TAG) {
-            rest = read_tlv(rest)?.2;
-        }
-        let (_serial_tag, _serial, rest) = read_tlv(rest)?;
-        let (_signature_alg, rest) = expect(rest, SEQUENCE)?;
-        let (_issuer, rest) = expect(rest, SEQUENCE)?;
-        let (_validity, rest) = expect(rest, SEQUENCE)?;
-        let (mut subject, _) = expect(rest, SEQUENCE)?;
-
-        let mut cn = None;
-        let mut orgs = Vec::new();
-        while !subject.is_empty() {
-            let (mut rdn, next) = expect(subject, SET)?;
-            subject = next;
-            while !rdn.is_empty() {
-                let (attribute, next) = expect(rdn, SEQUENCE)?;
-                rdn = next;
-                let (oid, value) = expect(attribute, OID)?;
-                let (value_tag, value, _) = read_tlv(value)?;
-                let text = match value_tag {
-                    UTF8_STRING | PRINTABLE_STRING | IA5_STRING => {
-                        std::str::from_utf8(value).ok()?.to_string()
-                    }
-                    // Other string types never appear in certificates we issue.
-                    _ => continue,
-                };
-                if oid == OID_COMMON_NAME {
-                    cn = Some(text);
-                } else if oid == OID_ORGANIZATION {
-                    orgs.push(text);
-                }
-            }
-        }
-        Some((cn?, orgs))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1278,42 +1051,5 @@ mod tests {
             normalize_sans(&["not a name".to_string()]),
             Err(PkiError::InvalidSan { .. })
         ));
-    }
-
-    #[test]
-    fn der_reader_rejects_truncated_input() {
-        assert!(der::read_tlv(&[0x30]).is_none());
-        assert!(der::read_tlv(&[0x30, 0x05, 0x01]).is_none());
-        assert!(der::read_tlv(&[0x30, 0x81]).is_none());
-        assert!(der::read_tlv(&[0x30, 0x80]).is_none());
-        assert_eq!(
-            der::read_tlv(&[0x04, 0x81, 0x01, 0xAA, 0xBB]),
-            Some((0x04, &[0xAA][..], &[0xBB][..]))
-        );
-        assert!(der::subject_cn_and_orgs(&[0x30, 0x00]).is_none());
-        assert!(der::subject_cn_and_orgs(b"garbage").is_none());
-    }
-
-    #[test]
-    fn token_table_replaces_duplicates_and_hides_tokens() {
-        let mut auth = TokenAuthenticator::new();
-        auth.insert("t1", Identity::admin());
-        let snapshot = auth.clone();
-        auth.insert(
-            "t1",
-            Identity {
-                user: "bob".into(),
-                groups: vec![],
-            },
-        );
-        auth.insert("", Identity::admin());
-        assert_eq!(auth.len(), 1);
-        assert_eq!(auth.authenticate(Some("Bearer t1")).unwrap().user, "bob");
-        // Clones are independent snapshots.
-        assert_eq!(
-            snapshot.authenticate(Some("Bearer t1")).unwrap().user,
-            "admin"
-        );
-        assert!(!format!("{auth:?}").contains("t1"));
     }
 }

@@ -8,15 +8,20 @@ use std::time::Duration;
 
 use anyhow::Context;
 use finale_store::{RedbStore, RedbStoreOptions, Store};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
 
+use crate::authn::{Authenticator, ClientCertAuthenticator};
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
+use crate::http::health::{Controllers, Health};
+use crate::http::limits::InflightLimits;
 use crate::http::{AppState, router};
 use crate::metrics::Metrics;
 use crate::pki::{Pki, write_kubeconfig};
@@ -28,6 +33,37 @@ use crate::watch_cache::{WatchCache, WatchCacheOptions};
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for in-flight requests before closing connections.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bounds on what clients may hold of the server: connections, request slots, time.
+#[derive(Clone, Debug)]
+pub struct ServingLimits {
+    /// `--max-requests-inflight`: read-only requests served at once (0: no limit).
+    pub max_requests_inflight: usize,
+    /// `--max-mutating-requests-inflight`: mutating requests served at once (0: no limit).
+    pub max_mutating_requests_inflight: usize,
+    /// `--max-connections`: open client connections (0: no limit). At the cap the server
+    /// stops accepting; new connections wait in the kernel's backlog until one closes.
+    pub max_connections: usize,
+    /// How long an HTTP/1.1 client may take to send a request's headers, and how long an
+    /// idle keep-alive connection waits for the next request: upstream's `ReadHeaderTimeout`.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ServingLimits {
+    fn default() -> Self {
+        ServingLimits {
+            max_requests_inflight: crate::http::limits::DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight:
+                crate::http::limits::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: Duration::from_secs(32),
+        }
+    }
+}
+
+/// Default `--max-connections`: far above what the in-flight limits can serve at once (watches
+/// hold connections too), well below the usual 64k file descriptors.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -41,6 +77,8 @@ pub struct ServerConfig {
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
     /// off, as the spec's "GC stopped" scenarios do).
     pub garbage_collector: bool,
+    /// Connections, requests in flight and header time a client may hold.
+    pub limits: ServingLimits,
 }
 
 impl ServerConfig {
@@ -53,6 +91,7 @@ impl ServerConfig {
             watch_cache: WatchCacheOptions::default(),
             namespace_controller: NamespaceControllerOptions::default(),
             garbage_collector: true,
+            limits: ServingLimits::default(),
         }
     }
 }
@@ -65,7 +104,7 @@ pub struct RunningServer {
     shutdown: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
     /// The in-process controllers; each ends when `shutdown` is cancelled.
-    controllers: Vec<tokio::task::JoinHandle<()>>,
+    controllers: Arc<Controllers>,
     store: Arc<RedbStore>,
 }
 
@@ -78,12 +117,12 @@ impl RunningServer {
         }
         // Controllers hold the registry, and through it the store file: wait for them, so
         // that a stopped server has let go of its data directory.
-        for controller in self.controllers {
+        for (name, controller) in self.controllers.take() {
             if tokio::time::timeout(std::time::Duration::from_secs(10), controller)
                 .await
                 .is_err()
             {
-                tracing::warn!("a controller did not stop within 10 s");
+                tracing::warn!(controller = name, "a controller did not stop within 10 s");
             }
         }
         self.store.close().await;
@@ -151,6 +190,9 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         pki.server_tls_config()
             .context("cannot build the TLS configuration")?,
     );
+    let client_certs = pki
+        .client_cert_authenticator()
+        .context("cannot build the client certificate verifier")?;
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
@@ -161,7 +203,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     )
     .await
     .context("cannot start the watch cache")?;
-    let registry = Arc::new(Registry::new(shared_store, catalog, watch_cache));
+    let registry = Arc::new(Registry::new(shared_store.clone(), catalog, watch_cache));
     registry
         .bootstrap()
         .await
@@ -176,25 +218,28 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             "serving established custom resource definitions"
         );
     }
-    let mut controllers = vec![crate::controllers::crd::spawn(
-        Arc::clone(&registry),
-        shutdown.clone(),
-    )];
+    let controllers = Arc::new(Controllers::default());
+    controllers.add(
+        "crd",
+        crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone()),
+    );
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
     if config.garbage_collector {
-        controllers.push(crate::controllers::gc::spawn(
-            Arc::clone(&registry),
-            gc_metrics,
-            shutdown.clone(),
-        ));
+        controllers.add(
+            "garbage-collector",
+            crate::controllers::gc::spawn(Arc::clone(&registry), gc_metrics, shutdown.clone()),
+        );
     }
-    controllers.push(namespace::spawn(
-        Arc::clone(&registry),
-        config.namespace_controller.clone(),
-        shutdown.clone(),
-    ));
+    controllers.add(
+        "namespace",
+        namespace::spawn(
+            Arc::clone(&registry),
+            config.namespace_controller.clone(),
+            shutdown.clone(),
+        ),
+    );
 
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
@@ -203,13 +248,31 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let state = AppState {
         registry: Arc::clone(&registry),
-        authenticator: Arc::new(pki.token_authenticator()),
+        authenticator: Arc::new(Authenticator {
+            tokens: pki.token_authenticator(),
+        }),
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
+        health: Arc::new(Health {
+            store: shared_store.clone(),
+            controllers: Arc::clone(&controllers),
+            shutdown: shutdown.clone(),
+        }),
+        inflight: Arc::new(InflightLimits::new(
+            config.limits.max_requests_inflight,
+            config.limits.max_mutating_requests_inflight,
+        )),
     };
     let app = router(state);
-    let serving = tokio::spawn(accept_loop(listener, tls, app, shutdown.clone()));
+    let serving = tokio::spawn(accept_loop(
+        listener,
+        tls,
+        client_certs,
+        app,
+        config.limits.clone(),
+        shutdown.clone(),
+    ));
     tracing::info!(%url, data_dir = %config.data_dir.display(), "finale API server is serving");
     Ok(RunningServer {
         local_addr,
@@ -225,15 +288,36 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 async fn accept_loop(
     listener: TcpListener,
     tls: TlsAcceptor,
+    client_certs: ClientCertAuthenticator,
     app: axum::Router,
+    limits: ServingLimits,
     shutdown: CancellationToken,
 ) {
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes its headers (slowloris), or leaves a keep-alive
+    // connection idle, is disconnected after the header read timeout.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
     // Every informer is one stream; allow many watches to share an HTTP/2 connection.
-    builder.http2().max_concurrent_streams(1000);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(1000);
     let builder = Arc::new(builder);
+    let connections =
+        (limits.max_connections > 0).then(|| Arc::new(Semaphore::new(limits.max_connections)));
     loop {
+        // At the cap, wait for a connection to close before accepting the next one.
+        let slot = match &connections {
+            Some(connections) => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                slot = Arc::clone(connections).acquire_owned() => slot.ok(),
+            },
+            None => None,
+        };
         let (tcp, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -247,10 +331,13 @@ async fn accept_loop(
         };
         let _ = tcp.set_nodelay(true);
         let tls = tls.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let client_certs = client_certs.clone();
+        let app = app.clone();
         let builder = Arc::clone(&builder);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            // Held until the connection ends.
+            let _slot = slot;
             let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(error)) => {
@@ -262,6 +349,14 @@ async fn accept_loop(
                     return;
                 }
             };
+            // Judged once per connection; every request on it carries the result.
+            let certificate = client_certs.check(stream.get_ref().1.peer_certificates());
+            let service = TowerToHyperService::new(app.map_request(
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(certificate.clone());
+                    request
+                },
+            ));
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(error) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");

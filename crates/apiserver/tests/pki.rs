@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+use finale_apiserver::authn::ClientCertificate;
 use finale_apiserver::pki::{
     self, AuthError, Identity, Pki, PkiError, TokenAuthenticator, identity_from_client_cert,
     write_kubeconfig,
@@ -459,15 +460,18 @@ fn kubeconfig_has_the_expected_shape() {
 /// Result of one server-side handshake.
 struct Accepted {
     alpn: Option<Vec<u8>>,
-    identity: Option<Identity>,
+    /// What the client certificate proved, as the server judges it after the handshake.
+    certificate: ClientCertificate,
     received: Vec<u8>,
 }
 
 async fn handshake(
-    server_config: Arc<rustls::ServerConfig>,
+    pki: &Pki,
     client_config: rustls::ClientConfig,
     server_name: &str,
 ) -> Result<Accepted, String> {
+    let server_config = pki.server_tls_config().unwrap();
+    let authenticator = pki.client_cert_authenticator().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
@@ -476,17 +480,14 @@ async fn handshake(
         let mut tls = acceptor.accept(tcp).await.map_err(|e| e.to_string())?;
         let (_, conn) = tls.get_ref();
         let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
-        let identity = conn
-            .peer_certificates()
-            .and_then(|chain| chain.first())
-            .and_then(identity_from_client_cert);
+        let certificate = authenticator.check(conn.peer_certificates());
         let mut received = Vec::new();
         tls.read_to_end(&mut received)
             .await
             .map_err(|e| e.to_string())?;
         Ok::<_, String>(Accepted {
             alpn,
-            identity,
+            certificate,
             received,
         })
     });
@@ -524,47 +525,43 @@ fn client_builder(
 async fn tls_handshake_with_only_the_ca_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::load_or_create(dir.path(), &["finale.internal".to_string()]).unwrap();
-    let server_config = pki.server_tls_config().unwrap();
 
     for name in ["localhost", "127.0.0.1", "::1", "finale.internal"] {
         let mut client = client_builder(pki.ca_pem()).with_no_client_auth();
         client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let accepted = handshake(server_config.clone(), client, name)
+        let accepted = handshake(&pki, client, name)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(accepted.alpn.as_deref(), Some(&b"h2"[..]));
-        assert_eq!(accepted.identity, None, "no client certificate was sent");
+        assert_eq!(
+            accepted.certificate,
+            ClientCertificate::Absent,
+            "no client certificate was sent"
+        );
         assert_eq!(accepted.received, b"ping");
     }
 
     // kube-rs offers only http/1.1.
     let mut client = client_builder(pki.ca_pem()).with_no_client_auth();
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let accepted = handshake(server_config.clone(), client, "localhost")
-        .await
-        .unwrap();
+    let accepted = handshake(&pki, client, "localhost").await.unwrap();
     assert_eq!(accepted.alpn.as_deref(), Some(&b"http/1.1"[..]));
 
     // A name outside the SANs fails, as it must.
     let client = client_builder(pki.ca_pem()).with_no_client_auth();
-    assert!(
-        handshake(server_config.clone(), client, "example.com")
-            .await
-            .is_err()
-    );
+    assert!(handshake(&pki, client, "example.com").await.is_err());
 
     // A client trusting some other CA fails.
     let other = tempfile::tempdir().unwrap();
     let other_pki = Pki::load_or_create(other.path(), &[]).unwrap();
     let client = client_builder(other_pki.ca_pem()).with_no_client_auth();
-    assert!(handshake(server_config, client, "localhost").await.is_err());
+    assert!(handshake(&pki, client, "localhost").await.is_err());
 }
 
 #[tokio::test]
 async fn tls_client_certificate_maps_to_admin() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::load_or_create(dir.path(), &[]).unwrap();
-    let server_config = pki.server_tls_config().unwrap();
 
     let client = client_builder(pki.ca_pem())
         .with_client_auth_cert(
@@ -572,12 +569,28 @@ async fn tls_client_certificate_maps_to_admin() {
             key_der(pki.admin_client_key_pem()),
         )
         .unwrap();
-    let accepted = handshake(server_config.clone(), client, "localhost")
-        .await
-        .unwrap();
-    assert_eq!(accepted.identity, Some(Identity::admin()));
+    let accepted = handshake(&pki, client, "localhost").await.unwrap();
+    assert_eq!(
+        accepted.certificate,
+        ClientCertificate::Verified(Identity::admin())
+    );
 
-    // A client certificate from a foreign CA is refused.
+    // A certificate for another identity from the same CA names that identity.
+    let (cert, key) = pki.issue_client_certificate("alice", &["team-a"]).unwrap();
+    let client = client_builder(pki.ca_pem())
+        .with_client_auth_cert(vec![cert_der(&cert)], key_der(&key))
+        .unwrap();
+    let accepted = handshake(&pki, client, "localhost").await.unwrap();
+    assert_eq!(
+        accepted.certificate,
+        ClientCertificate::Verified(Identity {
+            user: "alice".into(),
+            groups: vec!["team-a".into(), "system:authenticated".into()],
+        })
+    );
+
+    // A client certificate from a foreign CA completes the handshake (as with upstream's
+    // tls.RequestClientCert) but is rejected, so the request gets a 401.
     let other = tempfile::tempdir().unwrap();
     let other_pki = Pki::load_or_create(other.path(), &[]).unwrap();
     let client = client_builder(pki.ca_pem())
@@ -586,7 +599,28 @@ async fn tls_client_certificate_maps_to_admin() {
             key_der(other_pki.admin_client_key_pem()),
         )
         .unwrap();
-    assert!(handshake(server_config, client, "localhost").await.is_err());
+    let accepted = handshake(&pki, client, "localhost").await.unwrap();
+    assert!(
+        // Both CAs are `CN=finale-ca`, so the chain is found and its signature fails.
+        matches!(&accepted.certificate, ClientCertificate::Rejected(reason) if reason.contains("BadSignature")),
+        "{:?}",
+        accepted.certificate
+    );
+
+    // The server's own serving certificate is signed by the CA but is not for clients.
+    let serving_key = std::fs::read_to_string(dir.path().join("pki/apiserver.key")).unwrap();
+    let client = client_builder(pki.ca_pem())
+        .with_client_auth_cert(
+            vec![cert_der(pki.serving_cert_pem())],
+            key_der(&serving_key),
+        )
+        .unwrap();
+    let accepted = handshake(&pki, client, "localhost").await.unwrap();
+    assert!(
+        matches!(accepted.certificate, ClientCertificate::Rejected(_)),
+        "{:?}",
+        accepted.certificate
+    );
 }
 
 #[test]

@@ -58,6 +58,16 @@ struct ServerArgs {
     /// the server does not start. Port 0 picks a free port (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     operator_metrics_addr: SocketAddr,
+    /// Read-only requests served at once; the next gets 429 (0: no limit). Watches and
+    /// system:masters are exempt, as in kube-apiserver.
+    #[arg(long, value_name = "N", default_value_t = finale_apiserver::http::limits::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    max_requests_inflight: usize,
+    /// Mutating requests served at once; the next gets 429 (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = finale_apiserver::http::limits::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    max_mutating_requests_inflight: usize,
+    /// Open client connections at once; further ones wait to be accepted (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -108,6 +118,9 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
     config.extra_sans = args.tls_sans;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
+    config.limits.max_requests_inflight = args.max_requests_inflight;
+    config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
+    config.limits.max_connections = args.max_connections;
     let running = server::start(config).await?;
     let kubeconfig =
         std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());

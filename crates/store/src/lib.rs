@@ -166,6 +166,29 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Whether a store can serve, as health checks and metrics report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreHealth {
+    /// Reads and writes are served.
+    Serving,
+    /// Reads are served but writes fail, for `reason`: the last write batch failed, or the
+    /// engine refuses every write until it is reopened.
+    RefusingWrites { reason: String },
+    /// Closed (the server is shutting down): nothing is served.
+    Closed,
+}
+
+impl StoreHealth {
+    /// A short, stable name for metrics: `serving`, `refusing-writes` or `closed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StoreHealth::Serving => "serving",
+            StoreHealth::RefusingWrites { .. } => "refusing-writes",
+            StoreHealth::Closed => "closed",
+        }
+    }
+}
+
 /// A stream of watch events in revision order. It ends with `Err` if the store closes or the
 /// watcher cannot keep up; the caller re-watches from the last revision it saw.
 pub type WatchStream = BoxStream<'static, StoreResult<WatchEvent>>;
@@ -200,6 +223,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Discards history below `revision`. Latest values are never discarded.
     async fn compact(&self, revision: Revision) -> StoreResult<()>;
+
+    /// What the store knows about its own ability to serve, without doing any I/O. A
+    /// backend without such state answers [`StoreHealth::Serving`] and reports failures as
+    /// errors of the calls that hit them; callers probe reads themselves.
+    fn health(&self) -> StoreHealth {
+        StoreHealth::Serving
+    }
 }
 
 /// The `[start, end)` range that holds every key beginning with `prefix`.

@@ -52,8 +52,9 @@
 //! So after a crash, `kill -9` included, the store reopens at the revision of the last
 //! acknowledged write or later (a batch whose sync finished but whose callers had not been
 //! answered yet is also there). A failed append, sync or commit after logging leaves the log
-//! and the database possibly disagreeing, so the writer then refuses all writes until the
-//! store is reopened.
+//! and the database possibly disagreeing, and after a failed checkpoint commit redb refuses
+//! writes by itself, so the writer then refuses all writes until the store is reopened
+//! ([`Store::health`] reports it, with the first error).
 //!
 //! # Reads
 //!
@@ -102,7 +103,8 @@ use wal::Wal;
 use crate::durable_fs::{create_dir_all_durably, sync_dir};
 use crate::{
     EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
-    StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult, range_contains,
+    StoreHealth, StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult,
+    range_contains,
 };
 
 /// Latest state per key.
@@ -223,6 +225,10 @@ struct Shared {
     /// The compacted revision (updated by the writer after the commit that records it).
     compacted: AtomicI64,
     closing: AtomicBool,
+    /// Why writes fail, set by the writer when a batch fails and cleared when one commits;
+    /// after a failure that needs a reopen, every batch fails, so it stays set. Read by
+    /// [`Store::health`].
+    write_refusal: Mutex<Option<String>>,
 }
 
 enum Request {
@@ -275,6 +281,7 @@ impl RedbStore {
             current: AtomicI64::new(state.current),
             compacted: AtomicI64::new(state.compacted),
             closing: AtomicBool::new(false),
+            write_refusal: Mutex::new(None),
         });
         let (requests, requests_rx) = mpsc::channel(options.queue_depth.max(1));
         let (events, _) = broadcast::channel(options.watch_buffer.max(1));
@@ -484,6 +491,18 @@ impl Store for RedbStore {
     async fn compacted_revision(&self) -> StoreResult<Revision> {
         self.check_open()?;
         Ok(self.shared.compacted.load(Ordering::SeqCst))
+    }
+
+    /// `Closed` once closing; `RefusingWrites` while the last write batch failed, which,
+    /// after a failed write-ahead log append or sync, lasts until the store is reopened.
+    fn health(&self) -> StoreHealth {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            return StoreHealth::Closed;
+        }
+        match self.shared.write_refusal() {
+            Some(reason) => StoreHealth::RefusingWrites { reason },
+            None => StoreHealth::Serving,
+        }
     }
 
     /// As etcd: fails with [`StoreError::Compacted`] if `revision` is not above the current
@@ -782,6 +801,8 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, requests = replies.len(), "write batch failed");
                 let message = e.to_string();
+                self.shared
+                    .set_write_refusal(Some(self.failed.clone().unwrap_or(message.clone())));
                 for reply in replies {
                     let error = StoreError::Backend(message.clone());
                     match reply {
@@ -793,6 +814,7 @@ impl Writer {
             }
         };
 
+        self.shared.set_write_refusal(None);
         // Durable and committed: make it visible, then tell watchers before callers, so that a
         // caller who reads its revision back from a watch-fed cache finds it there.
         self.current = applied.current;
@@ -919,9 +941,10 @@ impl Writer {
         }
         if let Err(e) = txn.commit() {
             let e = StoreError::Backend(format!("commit write batch: {e}"));
-            if changed && !checkpoint {
-                self.failed = Some(format!("the store needs a restart after: {e}"));
-            }
+            // After a logged batch the log and the database may disagree; after a failed
+            // checkpoint redb itself refuses every write ("Previous I/O error") until it is
+            // reopened. Either way only a reopen helps, and the first cause is what to report.
+            self.failed = Some(format!("the store needs a restart after: {e}"));
             return Err(e);
         }
         if checkpoint {
@@ -1330,6 +1353,22 @@ fn tombstone_kv(key: Vec<u8>, revision: Revision) -> KeyValue {
 
 // ---------------------------------------------------------------------------------------------
 // Reads
+
+impl Shared {
+    fn write_refusal(&self) -> Option<String> {
+        self.write_refusal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn set_write_refusal(&self, refusal: Option<String>) {
+        *self
+            .write_refusal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = refusal;
+    }
+}
 
 struct MetaState {
     current: Revision,

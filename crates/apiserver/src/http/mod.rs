@@ -3,11 +3,14 @@
 //! Handlers here translate requests into registry calls and registry results into responses;
 //! no lifecycle rule lives in this module.
 
+pub mod health;
 mod jsonpath;
+pub mod limits;
 mod path;
 mod resource;
 mod table;
 mod watch;
+mod yaml;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,10 +25,10 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::authn::{Authenticator, ClientCertificate};
 use crate::discovery::{self, AGGREGATED_DISCOVERY_V2};
 use crate::metrics::Metrics;
 use crate::openapi;
-use crate::pki::TokenAuthenticator;
 use crate::registry::Registry;
 use crate::status::ApiError;
 
@@ -35,12 +38,16 @@ pub use path::{ApiPath, ResourcePath, parse as parse_path};
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Arc<Registry>,
-    pub authenticator: Arc<TokenAuthenticator>,
+    pub authenticator: Arc<Authenticator>,
     pub metrics: Arc<Metrics>,
     /// `host:port` clients reach the server at, for `/api`'s serverAddressByClientCIDRs.
     pub server_address: String,
     /// Cancelled at shutdown so long-lived watch streams end and connections can drain.
     pub shutdown: CancellationToken,
+    /// What `/healthz`, `/livez` and `/readyz` check.
+    pub health: Arc<health::Health>,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
+    pub inflight: Arc<limits::InflightLimits>,
 }
 
 /// Builds the router for every endpoint the server offers.
@@ -56,11 +63,17 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi/v2", get(openapi_v2))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        // Layers run outside-in: authentication first, then the in-flight limits, which
+        // need the identity (system:masters is exempt).
+        .route_layer(middleware::from_fn_with_state(state.clone(), limits::limit))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
-        .route("/healthz", get(health))
-        .route("/livez", get(health))
-        .route("/readyz", get(health))
+        .route("/healthz", get(health::endpoint))
+        .route("/livez", get(health::endpoint))
+        .route("/readyz", get(health::endpoint))
+        .route("/healthz/{check}", get(health::single))
+        .route("/livez/{check}", get(health::single))
+        .route("/readyz/{check}", get(health::single))
         .merge(authenticated)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -92,38 +105,42 @@ pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    match state.authenticator.authenticate(authorization) {
-        Ok(_identity) => next.run(request).await,
-        Err(error) => ApiError::unauthorized(error.to_string()).into_response(),
+/// Authenticates with the connection's client certificate (attached by the accept loop) or
+/// the request's bearer token, and hands the identity on as a request extension.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let certificate = request
+        .extensions()
+        .get::<ClientCertificate>()
+        .cloned()
+        .unwrap_or(ClientCertificate::Absent);
+    match state
+        .authenticator
+        .authenticate(&certificate, request.headers())
+    {
+        Ok(identity) => {
+            request.extensions_mut().insert(identity);
+            next.run(request).await
+        }
+        Err(error) => {
+            tracing::debug!(%error, path = %request.uri().path(), "unauthenticated request");
+            ApiError::unauthorized(error.to_string()).into_response()
+        }
     }
 }
 
 async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().clone();
-    let is_watch = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let apply = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/apply-patch+yaml"));
+    let verb = crate::metrics::request_verb(request.method(), limits::is_watch(&request), apply);
     let response = next.run(request).await;
-    let verb = if is_watch {
-        "WATCH".to_string()
-    } else {
-        method.to_string()
-    };
     state
         .metrics
-        .observe_request(&verb, response.status().as_u16(), started.elapsed());
+        .observe_request(verb, response.status().as_u16(), started.elapsed());
     response
-}
-
-async fn health() -> &'static str {
-    "ok"
 }
 
 async fn version() -> Response {
@@ -190,6 +207,7 @@ async fn openapi_v2() -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    state.metrics.set_store_health(&state.health.store.health());
     match state.metrics.encode() {
         Ok(text) => (
             StatusCode::OK,

@@ -323,7 +323,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Value> {
 fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::bad_request("the YAML body is not valid UTF-8"))?;
-    serde_saphyr::from_str::<Value>(text)
+    super::yaml::decode(text)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))
 }
 

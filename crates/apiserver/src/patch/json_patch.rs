@@ -30,14 +30,43 @@
 //! `testing value /metadata/finalizers/0 failed: test failed`. Upstream's 422 response
 //! body carries the generic message "the server rejected our request due to an error in
 //! our request"; the specific message here is for logs or a richer response.
+//!
+//! # Bounds
+//!
+//! As kube-apiserver bounds it, so that a small patch cannot build a huge document:
+//!
+//! - more than [`MAX_JSON_PATCH_OPERATIONS`] operations is [`PatchError::TooLarge`] (413)
+//!   with upstream's message, before anything is applied;
+//! - `copy` operations together may add at most [`MAX_JSON_PATCH_COPY_BYTES`] (their values
+//!   measured as serialized JSON, as v4's `AccumulatedCopySizeLimit` measures them), else
+//!   v4's `Unable to complete the copy, …` error (422). Without it, copying a map into its
+//!   own child doubles it each time: thirty operations make a terabyte;
+//! - the document may not become nested deeper than [`MAX_NESTING_DEPTH`] (422): copying a
+//!   chain over its own leaf doubles its depth, and past some ten thousand levels the
+//!   recursive walks that follow (clone, drop, serialize) overflow the stack. Upstream's Go
+//!   decoder refuses such a result too (its limit is 10 000 levels; this server stores only
+//!   what `serde_json` reads back).
 
 use serde_json::{Number, Value};
 
-use super::PatchError;
+use super::{MAX_NESTING_DEPTH, PatchError, nesting_depth};
 
-/// Upstream rejects JSON patches with more operations than this with 413
-/// `RequestEntityTooLarge`; enforcing it is left to the HTTP layer.
+/// Upstream (`maxJSONPatchOperations`) rejects JSON patches with more operations than this
+/// with 413 `RequestEntityTooLarge`.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// How many bytes the `copy` operations of one patch may add, their values measured as
+/// serialized JSON: kube-apiserver's `JSONPatchMaxCopyBytes` (3 MiB, twice etcd's request
+/// limit), which it hands to the json-patch library as `AccumulatedCopySizeLimit`.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How often one patch may recount the document's depth when its cheap upper bound passes
+/// the limit (see [`DepthBound`]).
+const MAX_DEPTH_RECOUNTS: usize = 8;
+
+/// How many values, in all, one patch may visit to learn the depth of values it moves to a
+/// deeper place (see [`DepthBound::moved`]).
+const MAX_MOVE_INSPECTIONS: usize = 1_000_000;
 
 /// Applies an RFC 6902 JSON Patch to `target` and returns the patched document.
 ///
@@ -47,15 +76,126 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// # Errors
 ///
 /// [`PatchError::Malformed`] when the patch is not an array of well-formed operations;
+/// [`PatchError::TooLarge`] when it has more than [`MAX_JSON_PATCH_OPERATIONS`];
 /// [`PatchError::CannotApply`] when an operation fails against the document (failed
-/// `test`, missing path, index out of range).
+/// `test`, missing path, index out of range) or would exceed a bound (see the module docs).
 pub fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let operations = parse_patch(patch)?;
     let mut doc = target.clone();
+    let mut bounds = Bounds {
+        copied: 0,
+        depth: DepthBound::new(&doc),
+    };
     for operation in &operations {
-        apply_operation(&mut doc, operation)?;
+        apply_operation(&mut doc, operation, &mut bounds)?;
+        bounds.depth.check(&doc, operation)?;
     }
     Ok(doc)
+}
+
+/// What the operations applied so far have cost.
+struct Bounds {
+    /// Serialized bytes added by `copy` operations.
+    copied: usize,
+    depth: DepthBound,
+}
+
+/// An upper bound of the document's nesting depth, kept without walking the document after
+/// every operation: an inserted value adds at most its own depth below the place it goes.
+/// The values `add`, `replace` and `copy` insert are measured anyway (the first two come
+/// from the patch, the last is deep-copied). A `move` is O(1) otherwise, so its value is
+/// measured only when it goes deeper than the bound allows, within a budget of visits; when
+/// the bound still passes the limit, the document is recounted, a bounded number of times.
+struct DepthBound {
+    depth: usize,
+    recounts: usize,
+    inspections_left: usize,
+}
+
+impl DepthBound {
+    fn new(doc: &Value) -> DepthBound {
+        DepthBound {
+            depth: nesting_depth(doc),
+            recounts: 0,
+            inspections_left: MAX_MOVE_INSPECTIONS,
+        }
+    }
+
+    /// A value of depth `value_depth` now sits at `path`.
+    fn inserted(&mut self, path: &Pointer, value_depth: usize) {
+        self.depth = self.depth.max(path.tokens.len() + value_depth);
+    }
+
+    /// `value`, taken from `from`, is about to be put at `path`.
+    fn moved(&mut self, from: &Pointer, path: &Pointer, value: &Value) {
+        // It was below `from`, so it is at most this deep.
+        let loose = self.depth.saturating_sub(from.tokens.len());
+        let value_depth = if path.tokens.len() + loose <= MAX_NESTING_DEPTH {
+            loose
+        } else {
+            nesting_depth_within(value, &mut self.inspections_left).unwrap_or(loose)
+        };
+        self.inserted(path, value_depth);
+    }
+
+    /// Fails once the document is nested deeper than [`MAX_NESTING_DEPTH`].
+    fn check(&mut self, doc: &Value, op: &Operation<'_>) -> Result<(), PatchError> {
+        if self.depth <= MAX_NESTING_DEPTH {
+            return Ok(());
+        }
+        if self.recounts < MAX_DEPTH_RECOUNTS {
+            self.recounts += 1;
+            self.depth = nesting_depth(doc);
+            if self.depth <= MAX_NESTING_DEPTH {
+                return Ok(());
+            }
+        }
+        // The path can be as long as the body; a message needs only its start.
+        let mut shown: String = op.path.text.chars().take(80).collect();
+        if shown.len() < op.path.text.len() {
+            shown.push('…');
+        }
+        Err(cannot(format!(
+            "the patched object would be nested more than {MAX_NESTING_DEPTH} levels deep \
+             (after {} {shown:?}); objects this deep cannot be stored",
+            op.kind.name(),
+        )))
+    }
+}
+
+/// [`nesting_depth`], visiting at most `budget` values (`None` once it is spent).
+fn nesting_depth_within(value: &Value, budget: &mut usize) -> Option<usize> {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 0)];
+    while let Some((value, above)) = pending.pop() {
+        *budget = budget.checked_sub(1)?;
+        let level = above + 1;
+        match value {
+            Value::Object(map) => pending.extend(map.values().map(|child| (child, level))),
+            Value::Array(items) => pending.extend(items.iter().map(|child| (child, level))),
+            _ => continue,
+        }
+        deepest = deepest.max(level);
+    }
+    Some(deepest)
+}
+
+/// The length of `value` serialized as JSON, without building the text.
+fn serialized_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail, and a `Value` always serializes.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +206,19 @@ enum OpKind {
     Move,
     Copy,
     Test,
+}
+
+impl OpKind {
+    fn name(self) -> &'static str {
+        match self {
+            OpKind::Add => "add",
+            OpKind::Remove => "remove",
+            OpKind::Replace => "replace",
+            OpKind::Move => "move",
+            OpKind::Copy => "copy",
+            OpKind::Test => "test",
+        }
+    }
 }
 
 /// One validated operation; `value` and `from` are present exactly when the kind needs them.
@@ -145,6 +298,12 @@ fn parse_patch(patch: &Value) -> Result<Vec<Operation<'_>>, PatchError> {
             crate::object::json_kind(patch)
         )));
     };
+    if items.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooLarge(format!(
+            "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+            items.len()
+        )));
+    }
     items
         .iter()
         .enumerate()
@@ -210,13 +369,25 @@ fn parse_operation(index: usize, item: &Value) -> Result<Operation<'_>, PatchErr
     })
 }
 
-fn apply_operation(doc: &mut Value, op: &Operation<'_>) -> Result<(), PatchError> {
+fn apply_operation(
+    doc: &mut Value,
+    op: &Operation<'_>,
+    bounds: &mut Bounds,
+) -> Result<(), PatchError> {
     match op.kind {
-        OpKind::Add => add(doc, &op.path, value_of(op).clone()),
+        OpKind::Add => {
+            add(doc, &op.path, value_of(op).clone())?;
+            bounds.depth.inserted(&op.path, nesting_depth(value_of(op)));
+            Ok(())
+        }
         OpKind::Remove => remove(doc, &op.path),
-        OpKind::Replace => replace(doc, &op.path, value_of(op)),
-        OpKind::Move => move_value(doc, from_of(op), &op.path),
-        OpKind::Copy => copy_value(doc, from_of(op), &op.path),
+        OpKind::Replace => {
+            replace(doc, &op.path, value_of(op))?;
+            bounds.depth.inserted(&op.path, nesting_depth(value_of(op)));
+            Ok(())
+        }
+        OpKind::Move => move_value(doc, from_of(op), &op.path, bounds),
+        OpKind::Copy => copy_value(doc, from_of(op), &op.path, bounds),
         OpKind::Test => test(doc, &op.path, value_of(op)),
     }
 }
@@ -430,7 +601,12 @@ fn replace(doc: &mut Value, path: &Pointer, value: &Value) -> Result<(), PatchEr
     }
 }
 
-fn move_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), PatchError> {
+fn move_value(
+    doc: &mut Value,
+    from: &Pointer,
+    path: &Pointer,
+    bounds: &mut Bounds,
+) -> Result<(), PatchError> {
     let missing_from = || {
         cannot(format!(
             "move operation does not apply: doc is missing from path: {}: missing value",
@@ -452,11 +628,17 @@ fn move_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), Pat
     };
     let (parents, key) = path.split_last().ok_or_else(missing_dest)?;
     let container = parent_mut(doc, parents).ok_or_else(missing_dest)?;
+    bounds.depth.moved(from, path, &value);
     insert_into(container, key, value)
         .map_err(|cause| cannot(format!("error in move for path: '{}': {cause}", path.text)))
 }
 
-fn copy_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), PatchError> {
+fn copy_value(
+    doc: &mut Value,
+    from: &Pointer,
+    path: &Pointer,
+    bounds: &mut Bounds,
+) -> Result<(), PatchError> {
     let missing_from = || {
         cannot(format!(
             "copy operation does not apply: doc is missing from path: {}: missing value",
@@ -465,10 +647,22 @@ fn copy_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), Pat
     };
     let (from_parents, from_key) = from.split_last().ok_or_else(missing_from)?;
     let source = parent_mut(doc, from_parents).ok_or_else(missing_from)?;
-    let value = read_from(source, from_key)
+    let original = read_from(source, from_key)
         .map_err(|cause| cannot(format!("error in copy for from: '{}': {cause}", from.text)))?
-        .ok_or_else(missing_from)?
-        .clone();
+        .ok_or_else(missing_from)?;
+    // Measured before the deep copy is made, as v4 measures it: the copy is refused once
+    // the copies of this patch would add more than the limit. The value's depth is within
+    // the document's, which the depth bound keeps small, so serializing it cannot recurse
+    // too deep.
+    bounds.copied += serialized_len(original);
+    if bounds.copied > MAX_JSON_PATCH_COPY_BYTES {
+        return Err(cannot(format!(
+            "Unable to complete the copy, the accumulated size increase of copy is {}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}",
+            bounds.copied
+        )));
+    }
+    let value_depth = nesting_depth(original);
+    let value = original.clone();
     let missing_dest = || {
         cannot(format!(
             "copy operation does not apply: doc is missing destination path: {}: missing value",
@@ -478,7 +672,9 @@ fn copy_value(doc: &mut Value, from: &Pointer, path: &Pointer) -> Result<(), Pat
     let (parents, key) = path.split_last().ok_or_else(missing_dest)?;
     let container = parent_mut(doc, parents).ok_or_else(missing_dest)?;
     insert_into(container, key, value)
-        .map_err(|cause| cannot(format!("error while adding value during copy: {cause}")))
+        .map_err(|cause| cannot(format!("error while adding value during copy: {cause}")))?;
+    bounds.depth.inserted(path, value_depth);
+    Ok(())
 }
 
 fn test(doc: &mut Value, path: &Pointer, expected: &Value) -> Result<(), PatchError> {
@@ -1034,5 +1230,108 @@ mod tests {
             patched["spec"]["containers"][0]["env"],
             json!([{"name": "Z"}, {"name": "B"}])
         );
+    }
+
+    #[test]
+    fn more_operations_than_upstream_allows_are_too_large() {
+        let op = json!({"op": "test", "path": "/a", "value": 1});
+        let at_limit = Value::Array(vec![op.clone(); MAX_JSON_PATCH_OPERATIONS]);
+        assert!(apply(json!({"a": 1}), at_limit).is_ok());
+        let over = Value::Array(vec![op; MAX_JSON_PATCH_OPERATIONS + 1]);
+        match apply(json!({"a": 1}), over) {
+            Err(PatchError::TooLarge(m)) => assert_eq!(
+                m,
+                "The allowed maximum operations in a JSON patch is 10000, got 10001"
+            ),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn copies_may_add_at_most_the_copy_limit() {
+        // Each copy of /data into its own child doubles it: 11 add about 2 MiB, the 12th
+        // would bring the total past 3 MiB.
+        let doc = json!({"data": {"k": "x".repeat(1024)}});
+        let doubling: Vec<Value> = (0..30)
+            .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")}))
+            .collect();
+        let eleven = apply(doc.clone(), Value::Array(doubling[..11].to_vec()))
+            .expect("eleven doublings stay under the limit");
+        assert!(serialized_len(&eleven) > 2 << 20);
+        let message = cannot_apply(apply(doc.clone(), Value::Array(doubling.clone())));
+        // The twelfth copy is of everything the eleven before made, plus their keys.
+        let mut added = 0;
+        let mut data = doc["data"].clone();
+        for i in 0..12 {
+            added += serialized_len(&data);
+            data[format!("c{i}")] = data.clone();
+        }
+        assert_eq!(
+            message,
+            format!(
+                "Unable to complete the copy, the accumulated size increase of copy is {added}, exceeding the limit 3145728"
+            )
+        );
+    }
+
+    #[test]
+    fn a_patch_may_not_nest_the_document_deeper_than_the_limit() {
+        // Copying a chain over its own leaf doubles its depth.
+        let mut chain = json!("leaf");
+        for _ in 0..10 {
+            chain = json!({ "n": chain });
+        }
+        let doc = json!({"chain": chain});
+        let mut ops = Vec::new();
+        let mut depth = 10;
+        for _ in 0..20 {
+            ops.push(json!({"op": "copy", "from": "/chain", "path": format!("/chain{}", "/n".repeat(depth))}));
+            depth *= 2;
+        }
+        // Depth 11, 21, 41, 81: fine; 161 is not.
+        let patched = apply(doc.clone(), Value::Array(ops[..3].to_vec())).unwrap();
+        assert_eq!(nesting_depth(&patched), 81);
+        let message = cannot_apply(apply(doc.clone(), Value::Array(ops.clone())));
+        assert!(
+            message.starts_with("the patched object would be nested more than 127 levels deep (after copy \"/chain/n/n"),
+            "{message}"
+        );
+
+        // Adding a deep value at a deep place is caught the same way.
+        let mut deep = json!(1);
+        for _ in 0..100 {
+            deep = json!([deep]);
+        }
+        let message = cannot_apply(apply(
+            json!({"a": {"b": {}}}),
+            json!([
+                {"op": "add", "path": "/a/b/c", "value": deep.clone()},
+                {"op": "add", "path": "/a/b/c/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0", "value": deep}
+            ]),
+        ));
+        assert!(message.contains("nested more than 127 levels"), "{message}");
+    }
+
+    #[test]
+    fn moves_into_deeper_places_are_recounted_not_refused() {
+        // The cheap bound grows with every move from shallow to deep; the exact depth does
+        // not, so the patch is applied.
+        let mut doc = json!({"x": 1, "a": {}});
+        let mut path = "/a".to_string();
+        for _ in 0..120 {
+            doc.pointer_mut(&path).unwrap()["a"] = json!({});
+            path.push_str("/a");
+        }
+        let mut ops = Vec::new();
+        for i in 0..200 {
+            let (from, to) = if i % 2 == 0 {
+                ("/x".to_string(), format!("{path}/x"))
+            } else {
+                (format!("{path}/x"), "/x".to_string())
+            };
+            ops.push(json!({"op": "move", "from": from, "path": to}));
+        }
+        let patched = apply(doc, Value::Array(ops)).unwrap();
+        assert_eq!(patched["x"], 1);
     }
 }

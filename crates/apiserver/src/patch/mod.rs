@@ -17,7 +17,17 @@
 //! Errors split the way the real API server splits them: a patch that cannot be understood
 //! is [`PatchError::Malformed`] (400 `BadRequest`); a well-formed patch that does not fit
 //! the object (a failed JSON-patch `test`, a path that does not exist) is
-//! [`PatchError::CannotApply`] (422 `Invalid`).
+//! [`PatchError::CannotApply`] (422 `Invalid`); a JSON patch with more operations than
+//! upstream allows is [`PatchError::TooLarge`] (413 `RequestEntityTooLarge`).
+//!
+//! # Guarantees
+//!
+//! Applying a patch costs memory and time in proportion to the patch and the object, never
+//! more: a JSON patch's `copy` operations may add at most [`MAX_JSON_PATCH_COPY_BYTES`]
+//! (upstream's `AccumulatedCopySizeLimit`), and no patch produces a document nested deeper
+//! than [`MAX_NESTING_DEPTH`], so the recursive walks that follow (serializing, dropping,
+//! validating) cannot overflow the stack. Strategic merge patch directives are matched with
+//! indexes, not nested scans.
 //!
 //! Two things are left to the caller because they depend on the Go types upstream decodes
 //! the result into: dropping empty lists and maps (`finalizers: []` must not be stored,
@@ -30,12 +40,14 @@ mod json_patch;
 mod merge_patch;
 mod strategic;
 
+use serde_json::Value;
+
 pub use apply::{
     ApplyError, ApplyRequest, Conflict, ManagedFieldsOperation, apply as server_side_apply,
     conflict_message, record_update,
 };
 pub use fieldset::{FieldSet, PathElement};
-pub use json_patch::{MAX_JSON_PATCH_OPERATIONS, apply_json_patch};
+pub use json_patch::{MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS, apply_json_patch};
 pub use merge_patch::apply_merge_patch;
 pub use strategic::{
     BuiltinKindSchema, BuiltinSchema, ListStrategy, MapStrategy, MergePatchSchema, PatchSchema,
@@ -51,13 +63,38 @@ pub enum PatchError {
     /// The patch is well formed but does not apply to this object: 422 `Invalid`.
     #[error("{0}")]
     CannotApply(String),
+    /// The patch is larger than the server accepts: 413 `RequestEntityTooLarge`.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+/// The deepest nesting of objects and arrays a patch may produce: `serde_json`'s default
+/// parse limit (128 levels, of which the parser itself uses the last), so that every stored
+/// object can be read back. Request bodies are held to the same limit by the parser.
+pub const MAX_NESTING_DEPTH: usize = 127;
+
+/// How many objects and arrays are nested at the deepest point of `value` (0 for a scalar,
+/// 1 for `{}` or `[1]`). Iterative, so it is safe on any document.
+pub fn nesting_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 0)];
+    while let Some((value, above)) = pending.pop() {
+        let level = above + 1;
+        match value {
+            Value::Object(map) => pending.extend(map.values().map(|child| (child, level))),
+            Value::Array(items) => pending.extend(items.iter().map(|child| (child, level))),
+            _ => continue,
+        }
+        deepest = deepest.max(level);
+    }
+    deepest
 }
 
 impl PatchError {
     /// The human-readable message, in upstream's wording where one exists.
     pub fn message(&self) -> &str {
         match self {
-            PatchError::Malformed(m) | PatchError::CannotApply(m) => m,
+            PatchError::Malformed(m) | PatchError::CannotApply(m) | PatchError::TooLarge(m) => m,
         }
     }
 
@@ -66,6 +103,7 @@ impl PatchError {
         match self {
             PatchError::Malformed(_) => 400,
             PatchError::CannotApply(_) => 422,
+            PatchError::TooLarge(_) => 413,
         }
     }
 
@@ -74,6 +112,7 @@ impl PatchError {
         match self {
             PatchError::Malformed(_) => "BadRequest",
             PatchError::CannotApply(_) => "Invalid",
+            PatchError::TooLarge(_) => "RequestEntityTooLarge",
         }
     }
 }
@@ -153,5 +192,38 @@ mod tests {
         assert_eq!((unfit.status_code(), unfit.reason()), (422, "Invalid"));
         assert_eq!(unfit.message(), "y");
         assert_eq!(unfit.to_string(), "y");
+        let large = PatchError::TooLarge("z".into());
+        assert_eq!(
+            (large.status_code(), large.reason()),
+            (413, "RequestEntityTooLarge")
+        );
+    }
+
+    #[test]
+    fn nesting_depth_counts_containers() {
+        use serde_json::json;
+        assert_eq!(nesting_depth(&json!("x")), 0);
+        assert_eq!(nesting_depth(&json!({})), 1);
+        assert_eq!(nesting_depth(&json!([1, [2, {"a": [3]}], {}])), 4);
+        let mut deep = json!(1);
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        assert_eq!(nesting_depth(&deep), 100_000);
+        // Dropping it recursively would overflow the stack; leak it instead.
+        std::mem::forget(deep);
+    }
+
+    #[test]
+    fn the_nesting_limit_is_what_serde_json_parses() {
+        let at_limit = format!(
+            "{}{}",
+            "[".repeat(MAX_NESTING_DEPTH),
+            "]".repeat(MAX_NESTING_DEPTH)
+        );
+        let parsed: Value = serde_json::from_str(&at_limit).expect("parses at the limit");
+        assert_eq!(nesting_depth(&parsed), MAX_NESTING_DEPTH);
+        let over = format!("[{at_limit}]");
+        assert!(serde_json::from_str::<Value>(&over).is_err());
     }
 }

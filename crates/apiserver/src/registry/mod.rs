@@ -1633,6 +1633,10 @@ pub fn apply_patch_format(format: PatchFormat, target: &Value, patch: &Value) ->
             "Invalid",
             format!("the patch cannot be applied: {message}"),
         ),
+        // Upstream's NewRequestEntityTooLargeError wording.
+        patch::PatchError::TooLarge(message) => {
+            ApiError::request_entity_too_large(format!("Request entity too large: {message}"))
+        }
     })
 }
 

@@ -1,0 +1,216 @@
+//! `/livez`, `/readyz` and `/healthz` as kube-apiserver serves them, and readiness that
+//! follows the store: a store whose disk is full refuses writes, and `/readyz` says so and
+//! names the check (issue #18, item 5).
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Api, Env, binary, configmap, eventually};
+use finale_e2e::FinaleServer;
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn get_text(api: &Api, path: &str) -> (u16, String, String) {
+    let response = api
+        .get(path)
+        .unwrap_or_else(|e| panic!("GET {path}: {e:#}"));
+    (response.status, response.content_type, response.body)
+}
+
+#[test]
+fn health_endpoints_report_named_checks_in_upstreams_format() {
+    let env = Env::start();
+    let anonymous = Api::with_token(&env.server, None).unwrap();
+
+    for endpoint in ["healthz", "livez", "readyz"] {
+        let (code, content_type, body) = get_text(&anonymous, &format!("/{endpoint}"));
+        assert_eq!((code, body.as_str()), (200, "ok"), "/{endpoint}");
+        assert_eq!(content_type, "text/plain; charset=utf-8", "/{endpoint}");
+    }
+    let (code, _, body) = get_text(&anonymous, "/readyz?verbose");
+    assert_eq!(code, 200);
+    assert_eq!(
+        body,
+        "[+]ping ok\n[+]store ok\n[+]store-writable ok\n[+]controllers ok\n[+]shutdown ok\nreadyz check passed\n"
+    );
+    let (_, _, body) = get_text(&anonymous, "/livez?verbose");
+    assert_eq!(body, "[+]ping ok\n[+]store ok\nlivez check passed\n");
+    let (_, _, body) = get_text(&anonymous, "/healthz?verbose=1");
+    assert_eq!(body, "[+]ping ok\n[+]store ok\nhealthz check passed\n");
+
+    let (code, _, body) = get_text(
+        &anonymous,
+        "/readyz?verbose&exclude=store-writable&exclude=etcd&exclude=informer-sync",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(
+        body,
+        "[+]ping ok\n[+]store ok\n[+]store-writable excluded: ok\n[+]controllers ok\n[+]shutdown ok\n\
+         warn: some health checks cannot be excluded: no matches for \"etcd\",\"informer-sync\"\n\
+         readyz check passed\n"
+    );
+
+    for path in [
+        "/readyz/store-writable",
+        "/readyz/shutdown",
+        "/livez/store",
+        "/healthz/ping",
+    ] {
+        let (code, _, body) = get_text(&anonymous, path);
+        assert_eq!((code, body.as_str()), (200, "ok"), "{path}");
+    }
+    // A check an endpoint does not have is not found there.
+    let (code, _, _) = get_text(&anonymous, "/livez/store-writable");
+    assert_eq!(code, 404);
+    let (code, _, _) = get_text(&anonymous, "/readyz/etcd");
+    assert_eq!(code, 404);
+}
+
+/// A tmpfs of `size` mounted at `dir`, unmounted on drop (after everything declared later,
+/// such as the server using it, has been dropped).
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        use std::os::unix::fs::MetadataExt;
+        // /proc/self belongs to the process's effective user.
+        let euid = std::fs::metadata("/proc/self").map(|m| m.uid());
+        assert!(
+            matches!(euid, Ok(0)),
+            "this test mounts a small tmpfs to fill the store's disk and must run as root \
+             (it does in CI); it cannot inject a real ENOSPC otherwise"
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs at {}", dir.display());
+        Tmpfs {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Writes a file until the filesystem is full; returns its path.
+    fn fill(&self) -> PathBuf {
+        let path = self.dir.join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        while file.write_all(&chunk).is_ok() {}
+        // The last partial chunk may have gone in; make sure not even one byte fits.
+        while file.write_all(&[0]).is_ok() {}
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+#[test]
+fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    // Only the store is on the small filesystem: the log and the PKI stay writable.
+    let tmpfs = Tmpfs::mount(&data_dir.join("store"), "16m");
+    let mut server =
+        FinaleServer::start_with(binary(), &data_dir, "127.0.0.1:0", &[]).expect("start");
+    let log = |server: &FinaleServer| format!("\n--- server log ---\n{}", server.log_tail(40));
+    let anonymous = Api::with_token(&server, None).unwrap();
+    let api = Api::new(&server).unwrap();
+    assert_eq!(get_text(&anonymous, "/readyz").2, "ok");
+    let stored = api
+        .post_json(CONFIGMAPS, &configmap("before", &[("k", "v")]))
+        .unwrap();
+    assert_eq!(stored.status, 201, "{}", stored.body);
+
+    let filler = tmpfs.fill();
+    // Writes that need new blocks now fail with ENOSPC; after a failed write-ahead log
+    // append the store refuses every write until it is reopened.
+    let blob = "x".repeat(1 << 20);
+    let refused = (0..20).find_map(|i| {
+        let response = api
+            .post_json(
+                CONFIGMAPS,
+                &configmap(&format!("big{i}"), &[("blob", &blob)]),
+            )
+            .unwrap();
+        (response.status >= 500).then_some(response)
+    });
+    let refused = refused
+        .unwrap_or_else(|| panic!("no write failed with the store's disk full{}", log(&server)));
+    refused.expect_status(500, "InternalError");
+
+    let (code, content_type, body) = get_text(&anonymous, "/readyz");
+    assert_eq!(code, 500, "{body}{}", log(&server));
+    assert_eq!(content_type, "text/plain; charset=utf-8");
+    assert!(
+        body.contains("[-]store-writable failed: reason withheld\n"),
+        "readiness names the failing check: {body}"
+    );
+    assert!(body.ends_with("readyz check failed\n"), "{body}");
+    assert!(body.contains("[+]ping ok\n"), "{body}");
+    let (code, _, reason) = get_text(&anonymous, "/readyz/store-writable");
+    assert_eq!(code, 500);
+    assert!(
+        reason.starts_with("internal server error: the store refuses writes: ")
+            && reason.contains("No space left on device"),
+        "the per-check path gives the reason: {reason}"
+    );
+    // Liveness, like upstream's, needs the store to answer reads, which it still does.
+    let (code, _, body) = get_text(&anonymous, "/livez?verbose");
+    assert_eq!(
+        (code, body.as_str()),
+        (200, "[+]ping ok\n[+]store ok\nlivez check passed\n")
+    );
+    let metrics = api.get("/metrics").unwrap().body;
+    assert!(
+        metrics.contains("apiserver_store_state{state=\"refusing-writes\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("apiserver_store_state{state=\"serving\"} 0"));
+
+    // Space alone does not bring writes back: only a reopen makes the log and the database
+    // agree again. A restart does, and keeps every acknowledged write.
+    std::fs::remove_file(filler).unwrap();
+    let still = get_text(&anonymous, "/readyz");
+    assert_eq!(
+        still.0, 500,
+        "the refusal lasts until the store is reopened"
+    );
+    server
+        .restart()
+        .expect("restart on the same data directory");
+    let anonymous = Api::with_token(&server, None).unwrap();
+    let api = Api::new(&server).unwrap();
+    let ready = eventually(Duration::from_secs(20), || {
+        let (code, _, body) = get_text(&anonymous, "/readyz");
+        (code == 200).then_some(body)
+    });
+    assert!(
+        ready.is_some(),
+        "ready again after a restart{}",
+        log(&server)
+    );
+    assert!(
+        api.configmap_names("default")
+            .contains(&"before".to_string())
+    );
+    let after = api
+        .post_json(CONFIGMAPS, &configmap("after", &[("k", "v")]))
+        .unwrap();
+    assert_eq!(after.status, 201, "{}", after.body);
+    let metrics = api.get("/metrics").unwrap().body;
+    assert!(metrics.contains("apiserver_store_state{state=\"serving\"} 1"));
+    drop(server);
+    drop(tmpfs);
+}
