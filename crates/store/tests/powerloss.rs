@@ -395,7 +395,7 @@ async fn a_failed_checkpoint_fsync_makes_the_writer_refuse_writes_until_reopened
     // The disk works again, but nothing more is acknowledged until the store is reopened.
     let refused = store.write(put("/refused"), Precondition::None).await;
     assert!(
-        matches!(&refused, Err(StoreError::Backend(m)) if m.contains("re-open")),
+        matches!(&refused, Err(StoreError::Backend(m)) if m.contains("needs a restart")),
         "a write after a failed checkpoint must be refused until a reopen: {refused:?}"
     );
     store.close().await;
