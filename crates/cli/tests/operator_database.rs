@@ -654,6 +654,16 @@ async fn edit_then_delete(edit: Value) -> Rejection {
     assert_eq!(h.pg_databases().await, names(&["edited_db"]));
     assert_eq!(h.pg_roles().await, names(&["edited_owner"]));
 
+    // The installed CRD carries the transition rules, for servers that evaluate CEL.
+    let crd = h.env.get_json(&["crd", "databases.finale.dev"]);
+    let fields = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    for field in ["dbName", "owner", "connectionSecretRef"] {
+        assert_eq!(
+            fields[field]["x-kubernetes-validations"][0]["rule"], "self == oldSelf",
+            "{field}: {fields:#}"
+        );
+    }
+
     let observed = h.edit_spec("edited", edit).await;
     let (_, reason, message) = ready_condition(&observed).expect("Ready condition");
     let events = h.env.ok(&[

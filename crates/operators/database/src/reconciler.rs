@@ -372,7 +372,7 @@ impl DatabaseReconciler {
                 state: "Pending",
                 reason: "SecretNotFound",
                 message: format!(
-                    "Secret {:?} not found in namespace {namespace:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
+                    "Secret {:?} not found in namespace {namespace:?}: create it with the PostgreSQL URL under key {:?} (the reference itself cannot change); nothing has been created yet",
                     managed.secret.name, managed.secret.key
                 ),
             };
