@@ -1037,16 +1037,23 @@ async fn sslmode_verifies_the_server_against_the_ca_in_the_secret_and_refuses_a_
         names(&["require", "verify_ca", "verify_full"])
     );
 
-    // The refused ones go once their Secret is right; the others drop their databases. (With a
-    // CA in the Secret, `require` verifies the chain as libpq does, so the CA goes too.)
-    for refused in ["wrong-ca", "wrong-name", "disable"] {
+    // The refused ones go once their Secret is right (same server: a Database does not follow
+    // its Secret to another one); the others drop their databases. With a CA in the Secret,
+    // `require` verifies the chain as libpq does, so a wrong-name fix drops the CA too.
+    for (refused, fixed) in [
+        ("wrong-ca", json!({"stringData": {"ca.crt": pki.ca}})),
+        (
+            "wrong-name",
+            json!({"data": {"ca.crt": null},
+                              "stringData": {"url": url("127.0.0.1", "require")}}),
+        ),
+        (
+            "disable",
+            json!({"stringData": {"url": url("127.0.0.1", "require")}}),
+        ),
+    ] {
         Api::<Secret>::namespaced(h.client.clone(), &h.namespace)
-            .patch(
-                refused,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {"ca.crt": null},
-                                     "stringData": {"url": url("127.0.0.1", "require")}})),
-            )
+            .patch(refused, &PatchParams::default(), &Patch::Merge(fixed))
             .await
             .expect("fix the Secret");
     }
@@ -1054,4 +1061,57 @@ async fn sslmode_verifies_the_server_against_the_ca_in_the_secret_and_refuses_a_
     h.wait_all_gone().await;
     assert!(h.pg_databases().await.is_empty());
     assert!(h.pg_roles().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_secret_repointed_at_another_server_does_not_let_the_database_go_unnoticed() {
+    let h = Harness::start().await;
+    let elsewhere = Postgres::start().expect("a second PostgreSQL");
+    let _operator = h.operator("solo", &["--leader-elect=false"]);
+    h.create(
+        "moved",
+        json!({"dbName": "moved_db", "owner": "moved_owner"}),
+    )
+    .await;
+    h.wait_state("moved", "Ready").await;
+    let repoint = async |url: String| {
+        Api::<Secret>::namespaced(h.client.clone(), &h.namespace)
+            .patch(
+                "postgres-admin",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": {"url": url}})),
+            )
+            .await
+            .expect("edit the Secret");
+    };
+    // The Secret now names another server, where no such database exists: dropping "nothing"
+    // there would orphan the real one.
+    repoint(elsewhere.url()).await;
+    h.kubectl_delete(&["database", "moved", "--wait=false"]);
+    let deleting = wait_deleting(&h, "moved", "refusing to look elsewhere", |c| {
+        c.reason == "PermanentError"
+    })
+    .await;
+    let created_on = format!("127.0.0.1:{}", h.postgres.port());
+    assert!(
+        deleting.message.contains(&created_on),
+        "names the server the database is on: {}",
+        deleting.message
+    );
+    assert!(
+        h.pg_databases().await.contains("moved_db"),
+        "the database is not given up on"
+    );
+
+    // Pointed back, the teardown finishes where the database is.
+    repoint(h.postgres.url()).await;
+    h.wait_gone("moved").await;
+    assert!(h.pg_databases().await.is_empty());
+    assert!(h.pg_roles().await.is_empty());
+    assert!(
+        postgres_names(&elsewhere.socket_url(), USER_DATABASES)
+            .await
+            .is_empty(),
+        "nothing was created on the other server"
+    );
 }

@@ -144,6 +144,12 @@ pub fn parse(url: &str, timeouts: &Timeouts) -> Result<Target, String> {
     })
 }
 
+/// `host:port` of the (first) server a URL names, without credentials: what a Database records
+/// as the server its database is on, and the rate-limit key.
+pub fn server_of(url: &str) -> Result<String, String> {
+    parse(url, &Timeouts::default()).map(|target| target.server)
+}
+
 /// Removes the `sslmode` parameter from a URL's query or from a `key=value` string; returns
 /// the rest and the mode (`prefer` when absent, as in libpq).
 fn take_sslmode(url: &str) -> Result<(String, SslMode), String> {
@@ -406,6 +412,23 @@ mod tests {
             tokio_postgres::config::SslMode::Require
         );
         assert_eq!(target.server, "db:5432");
+    }
+
+    #[test]
+    fn the_server_of_a_url_has_no_credentials() {
+        assert_eq!(
+            server_of("postgres://admin:s3cret@db.example:5433/postgres?sslmode=disable"),
+            Ok("db.example:5433".to_string())
+        );
+        assert_eq!(
+            server_of("postgresql://127.0.0.1/postgres"),
+            Ok("127.0.0.1:5432".to_string())
+        );
+        assert_eq!(
+            server_of("host=db port=6432 user=u password=p dbname=postgres"),
+            Ok("db:6432".to_string())
+        );
+        assert!(server_of("postgres://db/x?sslmode=sometimes").is_err());
     }
 
     #[test]

@@ -96,6 +96,10 @@ pub struct DatabaseStatus {
     /// The Secret this object connects with and keeps from going while it has cleanup to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_secret_ref: Option<SecretKeyRef>,
+    /// `host:port` of the PostgreSQL server the database is on (from the Secret's URL, without
+    /// credentials): a Secret re-pointed at another server is refused rather than followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Where the teardown stands while the object is terminating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion: Option<DeletionProgress>,

@@ -10,19 +10,22 @@
 //!
 //! # What cleanup acts on
 //! Cleanup drops what the object *created*, never what its spec says now: the database name,
-//! the owner role and the connection Secret are recorded in `status` (`dbName`, `owner`,
-//! `connectionSecretRef`), and each step reads them from there. The order makes the record
-//! impossible to lose:
+//! the owner role, the connection Secret and the server it is on are recorded in `status`
+//! (`dbName`, `owner`, `connectionSecretRef`, `server`), and each step reads them from there.
+//! The order makes the record impossible to lose:
 //!
-//! 1. the records are written to `status` first, with the object's `resourceVersion` as a
+//! 1. the Secret is read (while it is missing nothing is created, nor recorded);
+//! 2. the records are written to `status`, with the object's `resourceVersion` as a
 //!    precondition (so a stale view cannot record values another pass did not use);
-//! 2. only then is the Secret protected, and the role and the database created, with exactly
+//! 3. only then is the Secret protected, and the role and the database created, with exactly
 //!    the recorded values.
 //!
-//! A crash between 1 and 2 leaves a record of something that does not exist, which cleanup
+//! A crash between 2 and 3 leaves a record of something that does not exist, which cleanup
 //! treats as already gone; there is no crash point that leaves something created and not
-//! recorded. Objects from before the records existed fall back to the spec for whatever is not
-//! recorded.
+//! recorded. A Secret whose URL later names another server is refused (a permanent error naming
+//! both servers) instead of followed: "not there" on the new server would orphan the database
+//! on the old one. Objects from before the records existed fall back to the spec (and the
+//! Secret's current server) for whatever is not recorded.
 //!
 //! # Immutable fields
 //! `spec.dbName`, `spec.owner` and `spec.connectionSecretRef` cannot change once recorded. An
@@ -55,7 +58,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::connection::{CA_KEY, Timeouts};
+use crate::connection::{self, CA_KEY, Timeouts};
 use crate::crd::{Database, DatabaseStatus, SecretKeyRef};
 use crate::postgres::{self, Class, DatabaseState, DropOutcome, PgError, PgServer, RoleState};
 
@@ -91,6 +94,8 @@ struct Managed {
     db_name: String,
     owner: String,
     secret: SecretKeyRef,
+    /// `None` until recorded: the server is known only from the Secret.
+    server: Option<String>,
 }
 
 impl Managed {
@@ -107,13 +112,34 @@ impl Managed {
             secret: status
                 .and_then(|s| s.connection_secret_ref.clone())
                 .unwrap_or_else(|| spec.connection_secret_ref.clone()),
+            server: status.and_then(|s| s.server.clone()),
         }
     }
 
     fn is_recorded(database: &Database) -> bool {
         database.status.as_ref().is_some_and(|s| {
-            s.db_name.is_some() && s.owner.is_some() && s.connection_secret_ref.is_some()
+            s.db_name.is_some()
+                && s.owner.is_some()
+                && s.connection_secret_ref.is_some()
+                && s.server.is_some()
         })
+    }
+
+    /// Refuses a Secret whose URL names another server than the one recorded.
+    fn check_server(&self, current: &str) -> anyhow::Result<()> {
+        match &self.server {
+            Some(recorded) if recorded != current => Err(permanent_with_remedy(
+                anyhow::anyhow!(
+                    "Secret {:?} now points at PostgreSQL {current}, but database {:?} was created on {recorded}",
+                    self.secret.name,
+                    self.db_name
+                ),
+                format!(
+                    "point the Secret's URL back at {recorded}, where the database is; to leave it there instead, delete with the annotation finale.dev/deletion-policy=Orphan"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -130,6 +156,13 @@ struct Connection {
     secret: Secret,
     url: String,
     ca: Option<Vec<u8>>,
+}
+
+impl Connection {
+    /// `host:port` of the server the URL names (also the rate-limit key).
+    fn server(&self) -> anyhow::Result<String> {
+        connection::server_of(&self.url).map_err(|e| pg(PgError::BadUrl(e)))
+    }
 }
 
 impl DatabaseReconciler {
@@ -200,10 +233,14 @@ impl DatabaseReconciler {
         Ok(())
     }
 
-    /// Records what this object is about to create, before it creates anything (see the
-    /// module docs). Returns the object as stored with its records, or `None` when it changed
-    /// meanwhile (the next pass looks again).
-    async fn record(client: &Client, database: &Database) -> anyhow::Result<Option<Database>> {
+    /// Records what this object is about to create, on `server`, before it creates anything
+    /// (see the module docs). Returns the object as stored with its records, or `None` when it
+    /// changed meanwhile (the next pass looks again).
+    async fn record(
+        client: &Client,
+        database: &Database,
+        server: &str,
+    ) -> anyhow::Result<Option<Database>> {
         if Managed::is_recorded(database) {
             return Ok(Some(database.clone()));
         }
@@ -213,6 +250,7 @@ impl DatabaseReconciler {
         status.db_name = Some(managed.db_name);
         status.owner = Some(managed.owner);
         status.connection_secret_ref = Some(managed.secret);
+        status.server = Some(managed.server.unwrap_or_else(|| server.to_string()));
         let api: Api<Database> =
             Api::namespaced(client.clone(), &database.namespace().unwrap_or_default());
         // A replace carries the resourceVersion: it fails if anyone changed the object since
@@ -359,30 +397,32 @@ impl DatabaseReconciler {
             Self::report_blocked(context, database, &blocked).await?;
             return Ok(Applied::AwaitChange);
         }
-        let Some(database) = Self::record(&context.client, database).await? else {
-            return Ok(Applied::RequeueAfter(Duration::from_millis(200)));
-        };
-        let database = &database;
-        let managed = Managed::of(database);
         let namespace = database.namespace().unwrap_or_default();
         let Some(connection) =
-            Self::connection(&context.client, &namespace, &managed.secret).await?
+            Self::connection(&context.client, &namespace, &Managed::of(database).secret).await?
         else {
+            let managed = Managed::of(database);
             let blocked = Blocked {
                 state: "Pending",
                 reason: "SecretNotFound",
                 message: format!(
-                    "Secret {:?} not found in namespace {namespace:?}: create it with the PostgreSQL URL under key {:?} (the reference itself cannot change); nothing has been created yet",
+                    "Secret {:?} not found in namespace {namespace:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
                     managed.secret.name, managed.secret.key
                 ),
             };
             Self::report_blocked(context, database, &blocked).await?;
             return Ok(Applied::RequeueAfter(SECRET_RECHECK));
         };
+        let system = connection.server()?;
+        let Some(database) = Self::record(&context.client, database, &system).await? else {
+            return Ok(Applied::RequeueAfter(Duration::from_millis(200)));
+        };
+        let database = &database;
+        let managed = Managed::of(database);
+        managed.check_server(&system)?;
         Self::protect_secret(&context.client, &connection.secret).await?;
         let uid = Self::uid(database)?;
         let server = self.connect(&connection).await?;
-        let system = system_of(&connection.url);
         // Reads first: a converged Database (every resync, every status echo) costs no DDL and
         // no share of the rate limit.
         let role = match server
@@ -528,19 +568,6 @@ impl DatabaseReconciler {
     }
 }
 
-/// The rate-limit key of a PostgreSQL URL: its host and port, never its credentials.
-fn system_of(url: &str) -> String {
-    let without_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = without_scheme
-        .split(['/', '?'])
-        .next()
-        .unwrap_or(without_scheme);
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
-}
-
 impl Reconciler for DatabaseReconciler {
     type Resource = Database;
 
@@ -629,12 +656,11 @@ impl Reconciler for DatabaseReconciler {
             // absence means nothing was.
             return Ok(Cleanup::Done);
         };
+        let system = connection.server()?;
+        managed.check_server(&system)?;
         let uid = Self::uid(&database)?;
         let server = self.connect(&connection).await?;
-        context
-            .rate_limits
-            .acquire(&system_of(&connection.url))
-            .await;
+        context.rate_limits.acquire(&system).await;
         if finalizer == DATABASE_FINALIZER {
             let outcome = server
                 .drop_database(&managed.db_name, &uid)
@@ -678,19 +704,5 @@ impl Reconciler for DatabaseReconciler {
                 .await;
         }
         Ok(Cleanup::Done)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rate_limit_key_is_the_server_without_credentials() {
-        assert_eq!(
-            system_of("postgres://admin:s3cret@db.example:5433/postgres?sslmode=disable"),
-            "db.example:5433"
-        );
-        assert_eq!(system_of("postgresql://127.0.0.1:5432"), "127.0.0.1:5432");
     }
 }
