@@ -84,14 +84,49 @@ pub struct DdlArgs {
     /// DDL statements allowed in a burst above the rate.
     #[arg(long, default_value_t = 10)]
     ddl_burst: u32,
+    /// How long connecting to PostgreSQL (TCP, TLS and authentication) may take.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pg_connect_timeout: Duration,
+    /// PostgreSQL's `statement_timeout` for the operator's sessions. Each call is also bounded
+    /// on the client side, at this plus 5 s, for networks that stop answering.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pg_statement_timeout: Duration,
+    /// PostgreSQL's `lock_timeout` for the operator's sessions: how long DDL waits for a lock
+    /// another session holds.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pg_lock_timeout: Duration,
 }
 
 impl Default for DdlArgs {
     fn default() -> Self {
+        let timeouts = finale_operator_database::Timeouts::default();
         DdlArgs {
             ddl_rate: 50,
             ddl_burst: 10,
+            pg_connect_timeout: timeouts.connect,
+            pg_statement_timeout: timeouts.statement,
+            pg_lock_timeout: timeouts.lock,
         }
+    }
+}
+
+impl DdlArgs {
+    /// The PostgreSQL bounds; zero is refused, since PostgreSQL reads a zero timeout as none.
+    fn timeouts(&self) -> anyhow::Result<finale_operator_database::Timeouts> {
+        for (flag, value) in [
+            ("--pg-connect-timeout", self.pg_connect_timeout),
+            ("--pg-statement-timeout", self.pg_statement_timeout),
+            ("--pg-lock-timeout", self.pg_lock_timeout),
+        ] {
+            if value.as_millis() == 0 {
+                anyhow::bail!("{flag} must be at least 1ms (PostgreSQL reads 0 as no timeout)");
+            }
+        }
+        Ok(finale_operator_database::Timeouts {
+            connect: self.pg_connect_timeout,
+            statement: self.pg_statement_timeout,
+            lock: self.pg_lock_timeout,
+        })
     }
 }
 
@@ -149,6 +184,7 @@ async fn run_operators(
     let client = clients.requests.clone();
     let limit = RateLimit::new(ddl.ddl_rate, ddl.ddl_burst)
         .context("--ddl-rate and --ddl-burst must be at least 1")?;
+    let pg_timeouts = ddl.timeouts()?;
     if !common.skip_crd_install {
         // The tenant operator creates Databases, so their CRD goes in with it too.
         install_crd(
@@ -181,7 +217,7 @@ async fn run_operators(
         match operator {
             Bundled::Database => shared.spawn(
                 &mut running,
-                finale_operator_database::DatabaseReconciler,
+                finale_operator_database::DatabaseReconciler::new(pg_timeouts),
                 settings(common, "database"),
             ),
             Bundled::Tenant => shared.spawn(

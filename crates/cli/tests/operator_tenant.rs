@@ -132,6 +132,14 @@ impl Harness {
         postgres_names(&self.postgres.url(), USER_DATABASES).await
     }
 
+    async fn pg_roles(&self) -> BTreeSet<String> {
+        postgres_names(
+            &self.postgres.url(),
+            "SELECT rolname FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%' AND rolname <> 'postgres'",
+        )
+        .await
+    }
+
     async fn wait_tenant_gone(&self, name: &str) {
         self.eventually("tenant gone", async || {
             self.tenants()
@@ -421,5 +429,91 @@ async fn an_operator_restart_mid_teardown_still_finishes_it() {
     assert!(
         !left.contains("halt-0") && !left.contains("halt-1"),
         "{left:?}"
+    );
+}
+
+#[tokio::test]
+async fn edits_to_a_tenant_and_its_databases_leave_nothing_behind_when_it_goes() {
+    let h = Harness::start(true).await;
+    // A second admin Secret for the same server, for retargeting the template.
+    let second: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "postgres-admin-2", "namespace": "platform"},
+        "stringData": {"url": h.postgres.url()},
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(h.client.clone(), "platform")
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("create the second admin Secret");
+    h.create_tenant(
+        "edit",
+        json!({"namespaces": {"names": ["edit-a", "edit-b"]}, "database": database_spec()}),
+    )
+    .await;
+    h.wait_ready("edit", &["edit-a", "edit-b"]).await;
+    assert_eq!(
+        h.pg_databases().await,
+        ["edit_edit_a", "edit_edit_b"].map(String::from).into()
+    );
+    assert_eq!(h.pg_roles().await, ["edit_owner"].map(String::from).into());
+
+    // A person edits one tenant Database's name, owner and Secret...
+    let databases: Api<Database> = Api::namespaced(h.client.clone(), "edit-a");
+    let edited = databases
+        .patch(
+            "database",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"dbName": "renamed", "owner": "someone_else",
+                                          "connectionSecretRef": {"name": "elsewhere"}}}),
+            ),
+        )
+        .await
+        .expect("edit the Database");
+    h.eventually("the edit observed", async || {
+        let db = databases.get_opt("database").await.ok().flatten()?;
+        (db.status?.observed_generation == edited.metadata.generation).then_some(())
+    })
+    .await;
+    // ...and the tenant's template is edited too (owner and Secret).
+    let tenant = h
+        .tenants()
+        .patch(
+            "edit",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"database": {"owner": "new_owner",
+                "connectionSecretRef": {"namespace": "platform", "name": "postgres-admin-2"}}}})),
+        )
+        .await
+        .expect("edit the tenant");
+    h.eventually("the tenant edit observed", async || {
+        let status = h.tenants().get_opt("edit").await.ok().flatten()?.status?;
+        (status.observed_generation == tenant.metadata.generation
+            && status.state.as_deref() == Some("Ready"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.pg_databases().await,
+        ["edit_edit_a", "edit_edit_b"].map(String::from).into(),
+        "the edits created nothing"
+    );
+
+    h.env.ok(&["delete", "tenant", "edit", "--wait=false"]);
+    h.wait_tenant_gone("edit").await;
+    assert!(h.pg_databases().await.is_empty(), "no database left");
+    assert!(h.pg_roles().await.is_empty(), "no role left");
+    let left = h.namespace_names().await;
+    assert!(
+        !left.contains("edit-a") && !left.contains("edit-b"),
+        "{left:?}"
+    );
+    let platform = Api::<Secret>::namespaced(h.client.clone(), "platform")
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert!(
+        platform.items.iter().all(|s| s.finalizers().is_empty()),
+        "the admin Secrets are free"
     );
 }

@@ -550,4 +550,6 @@ impl Drop for Etcd {
 }
 pub mod operator;
 pub mod postgres;
-pub use postgres::Postgres;
+pub mod stall_proxy;
+pub use postgres::{Postgres, PostgresOptions};
+pub use stall_proxy::StallProxy;

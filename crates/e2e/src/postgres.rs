@@ -3,6 +3,10 @@
 //!
 //! PostgreSQL refuses to run as root, so under root (CI) the data directory is handed to the
 //! `postgres` system user that Debian's package creates, and the server runs as that user.
+//!
+//! [`PostgresOptions`] turns on TLS (a certificate the test made), password authentication and
+//! the `pg_hba.conf` rules for TCP clients. Local (Unix socket) connections are always trusted,
+//! so [`Postgres::socket_url`] reaches the server whatever the TCP rules demand.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -25,6 +29,19 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     port: u16,
     run_as: Option<(Uid, Gid)>,
+    options: PostgresOptions,
+}
+
+/// How a [`Postgres`] is set up; the default is a plain server that trusts loopback.
+#[derive(Clone, Debug, Default)]
+pub struct PostgresOptions {
+    /// A PEM certificate (chain) and its PEM private key: the server runs with `ssl=on`.
+    pub tls: Option<(String, String)>,
+    /// The `pg_hba.conf` lines for TCP clients, e.g. `hostssl all all 127.0.0.1/32 trust`.
+    /// Default: `host all all 127.0.0.1/32 trust`.
+    pub tcp_hba: Vec<String>,
+    /// The superuser's password, set by initdb; [`Postgres::url`] then carries it.
+    pub password: Option<String>,
 }
 
 /// The directory of `initdb` and `postgres`: `$FINALE_PG_BINDIR`, else the newest
@@ -53,6 +70,11 @@ fn bindir() -> anyhow::Result<PathBuf> {
 impl Postgres {
     /// Initialises a cluster and starts it on a free loopback port.
     pub fn start() -> anyhow::Result<Postgres> {
+        Self::start_with(PostgresOptions::default())
+    }
+
+    /// Initialises a cluster set up as `options` say and starts it on a free loopback port.
+    pub fn start_with(options: PostgresOptions) -> anyhow::Result<Postgres> {
         let bindir = bindir()?;
         let dir = tempfile::Builder::new()
             .prefix("finale-pg-")
@@ -76,15 +98,23 @@ impl Postgres {
             dir,
             port: free_port()?,
             run_as,
+            options,
         };
-        let output = postgres
-            .command("initdb")
-            .arg("-D")
-            .arg(postgres.data_dir())
-            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"])
-            .stdin(Stdio::null())
-            .output()
-            .context("run initdb")?;
+        let mut initdb = postgres.command("initdb");
+        initdb.arg("-D").arg(postgres.data_dir()).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        ]);
+        if let Some(password) = &postgres.options.password {
+            let file = postgres.dir.path().join("password");
+            postgres.write_private(&file, password)?;
+            initdb.arg(format!("--pwfile={}", file.display()));
+        }
+        let output = initdb.stdin(Stdio::null()).output().context("run initdb")?;
         if !output.status.success() {
             bail!(
                 "initdb failed ({}): {}",
@@ -92,8 +122,39 @@ impl Postgres {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
+        postgres.write_configuration()?;
         postgres.start_again()?;
         Ok(postgres)
+    }
+
+    /// Writes `pg_hba.conf` and the TLS files into the data directory.
+    fn write_configuration(&self) -> anyhow::Result<()> {
+        let mut hba = String::from("local all all trust\n");
+        if self.options.tcp_hba.is_empty() {
+            hba.push_str("host all all 127.0.0.1/32 trust\n");
+        }
+        for line in &self.options.tcp_hba {
+            hba.push_str(line);
+            hba.push('\n');
+        }
+        self.write_private(&self.data_dir().join("pg_hba.conf"), &hba)?;
+        if let Some((cert, key)) = &self.options.tls {
+            self.write_private(&self.data_dir().join("server.crt"), cert)?;
+            // PostgreSQL refuses a key that others may read.
+            self.write_private(&self.data_dir().join("server.key"), key)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a file readable by the server's user only.
+    fn write_private(&self, path: &Path, content: &str) -> anyhow::Result<()> {
+        std::fs::write(path, content).with_context(|| format!("write {}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = self.run_as {
+            chown(path, Some(uid), Some(gid))
+                .with_context(|| format!("hand {} to postgres", path.display()))?;
+        }
+        Ok(())
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -127,15 +188,20 @@ impl Postgres {
             chown(&self.log_path(), Some(uid), Some(gid))?;
         }
         let socket_dir = self.dir.path().to_path_buf();
-        let child = self
-            .command("postgres")
+        let mut command = self.command("postgres");
+        command
             .arg("-D")
             .arg(self.data_dir())
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-p", &self.port.to_string()])
             .arg("-k")
             .arg(&socket_dir)
-            .args(["-c", "fsync=off", "-c", "max_connections=300"])
+            .args(["-c", "fsync=off", "-c", "max_connections=300"]);
+        if self.options.tls.is_some() {
+            command.args(["-c", "ssl=on", "-c", "ssl_cert_file=server.crt"]);
+            command.args(["-c", "ssl_key_file=server.key"]);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
@@ -144,16 +210,12 @@ impl Postgres {
         self.child = Some(child);
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
+            // Through the socket: the TCP rules may demand TLS or a password.
             let ready = self
                 .command("pg_isready")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "postgres",
-                ])
+                .arg("-h")
+                .arg(self.dir.path())
+                .args(["-p", &self.port.to_string(), "-U", "postgres"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
@@ -198,9 +260,28 @@ impl Postgres {
         Ok(())
     }
 
-    /// The superuser's connection URL.
+    /// The superuser's connection URL over TCP (with the password, if one is set).
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        let password = self
+            .options
+            .password
+            .as_ref()
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default();
+        format!(
+            "postgres://postgres{password}@127.0.0.1:{}/postgres",
+            self.port
+        )
+    }
+
+    /// The superuser's connection string through the Unix socket, which is always trusted
+    /// (key-value form, since a socket path is not a URL host).
+    pub fn socket_url(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.dir.path().display(),
+            self.port
+        )
     }
 
     pub fn port(&self) -> u16 {

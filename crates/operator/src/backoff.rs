@@ -49,6 +49,26 @@ impl Backoff {
         }
         rand::rng().random_range(Duration::ZERO..=ceiling)
     }
+
+    /// The delay before retrying an error marked permanent ([`crate::error`]): between half
+    /// the cap and the cap, whatever the attempt. Waiting cannot fix it, so there is no point
+    /// starting fast; the jitter still spreads the objects that failed together.
+    pub fn permanent_delay(&self) -> Duration {
+        let low = self.cap / 2;
+        if self.cap.is_zero() {
+            return self.cap;
+        }
+        rand::rng().random_range(low..=self.cap)
+    }
+
+    /// The delay before retry `attempt` of an error that is `permanent` or not.
+    pub fn delay_for(&self, attempt: u32, permanent: bool) -> Duration {
+        if permanent {
+            self.permanent_delay()
+        } else {
+            self.delay(attempt)
+        }
+    }
 }
 
 /// Failed attempts per object, so that each object backs off on its own.
@@ -71,11 +91,17 @@ struct Failure {
 
 impl Attempts {
     /// Records one more failure of `key` in state `fingerprint`; returns how many there have
-    /// been in a row and the delay before the next attempt.
-    pub fn failed(&self, key: &str, fingerprint: u64, backoff: &Backoff) -> (u32, Duration) {
+    /// been in a row and the delay before the next attempt (see [`Backoff::delay_for`]).
+    pub fn failed(
+        &self,
+        key: &str,
+        fingerprint: u64,
+        backoff: &Backoff,
+        permanent: bool,
+    ) -> (u32, Duration) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let count = failures.get(key).map_or(0, |f| f.count).saturating_add(1);
-        let delay = backoff.delay(count);
+        let delay = backoff.delay_for(count, permanent);
         failures.insert(
             key.to_string(),
             Failure {
@@ -218,9 +244,9 @@ mod tests {
     fn attempts_count_per_object_and_reset_on_success() {
         let attempts = Attempts::default();
         let backoff = Backoff::default();
-        assert_eq!(attempts.failed("a", 1, &backoff).0, 1);
-        assert_eq!(attempts.failed("a", 1, &backoff).0, 2);
-        assert_eq!(attempts.failed("b", 1, &backoff).0, 1);
+        assert_eq!(attempts.failed("a", 1, &backoff, false).0, 1);
+        assert_eq!(attempts.failed("a", 1, &backoff, false).0, 2);
+        assert_eq!(attempts.failed("b", 1, &backoff, false).0, 1);
         attempts.succeeded("a");
         assert_eq!(attempts.current("a"), 0);
         assert_eq!(attempts.current("b"), 1);
@@ -235,7 +261,7 @@ mod tests {
         };
         // Full jitter may draw zero: fail until the draw holds (bounded).
         let held = (0..100).find_map(|_| {
-            attempts.failed("a", 7, &slow);
+            attempts.failed("a", 7, &slow, false);
             attempts.held("a", 7)
         });
         assert!(held.is_some_and(|left| left <= Duration::from_secs(60)));
@@ -250,7 +276,7 @@ mod tests {
         let attempts = Attempts::default();
         let backoff = Backoff::default();
         for key in ["kept", "deleted-while-failing", "also-gone"] {
-            attempts.failed(key, 1, &backoff);
+            attempts.failed(key, 1, &backoff, false);
         }
         assert_eq!(attempts.len(), 3);
         let live = ["kept", "never-failed"];
@@ -263,6 +289,27 @@ mod tests {
         );
         assert_eq!(attempts.current("deleted-while-failing"), 0);
         assert_eq!(attempts.prune(|key| live.contains(&key)), 0);
+    }
+
+    #[test]
+    fn a_permanent_error_waits_near_the_cap_from_the_first_attempt() {
+        let backoff = Backoff {
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(60),
+        };
+        for _ in 0..200 {
+            let delay = backoff.delay_for(1, true);
+            assert!(
+                delay >= Duration::from_secs(30) && delay <= Duration::from_secs(60),
+                "{delay:?}"
+            );
+            // A transient error's first retry stays within the base.
+            assert!(backoff.delay_for(1, false) <= Duration::from_millis(500));
+        }
+        let attempts = Attempts::default();
+        let (count, delay) = attempts.failed("a", 1, &backoff, true);
+        assert_eq!(count, 1);
+        assert!(delay >= Duration::from_secs(30), "{delay:?}");
     }
 
     #[tokio::test]

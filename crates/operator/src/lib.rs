@@ -15,7 +15,8 @@
 //!   last error, the attempt count and the next retry ([`condition`]);
 //! - publishes Events on failures and on completion ([`events`]);
 //! - retries failures with per-object exponential backoff and full jitter, and offers a rate
-//!   limit per external system ([`backoff`]);
+//!   limit per external system ([`backoff`]); errors a callback marks permanent ([`error`]) are
+//!   reported as such (reason `PermanentError`) and retried at about the maximum backoff;
 //! - exports Prometheus metrics ([`metrics`]);
 //! - runs only while it holds a Lease ([`leader`]), and shuts down gracefully.
 //!
@@ -62,10 +63,14 @@
 //!   the `finalizer_execution_failures_total` metric and Warning Events say why.
 //! - Backoff state lives in memory: a restarted operator retries every object at once, still
 //!   bounded by the rate limit.
+//! - Whether an error is permanent is the callback's judgement ([`error::permanent`]); an error
+//!   not marked is treated as transient. A permanent error is still retried, slowly, since
+//!   what a person fixes outside Kubernetes raises no event.
 
 pub mod backoff;
 pub mod client;
 pub mod condition;
+pub mod error;
 pub mod events;
 pub mod finalizers;
 pub mod install;

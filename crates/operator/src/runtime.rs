@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Attempts, Backoff, RateLimits};
 use crate::client::Clients;
 use crate::condition::{self, DELETING, DeletionProgress};
+use crate::error;
 use crate::events::{EventRecorder, EventType};
 use crate::finalizers::{self, ScopedApi, api_of};
 use crate::leader::{LeaderElector, Leadership, LeaseConfig, Released};
@@ -567,6 +568,7 @@ where
         &object_key(&*object),
         fingerprint(&*object),
         &shared.settings.backoff,
+        false,
     );
     tracing::warn!(
         controller = shared.reconciler.name(),
@@ -644,25 +646,34 @@ where
             }))
         }
         Err(error) => {
-            let (attempt, delay) =
-                shared
-                    .attempts
-                    .failed(&key, fingerprint(&*object), &shared.settings.backoff);
+            let permanent = error::is_permanent(&error);
+            let (attempt, delay) = shared.attempts.failed(
+                &key,
+                fingerprint(&*object),
+                &shared.settings.backoff,
+                permanent,
+            );
             tracing::warn!(
                 controller = shared.reconciler.name(),
                 object = %describe(&*object),
                 error = format!("{error:#}"),
+                permanent,
                 attempt,
                 retry_in = ?delay,
                 "apply failed"
             );
+            let reason = if permanent {
+                PERMANENT_ERROR
+            } else {
+                "ReconcileFailed"
+            };
             context
                 .event(
                     &*object,
                     EventType::Warning,
-                    "ReconcileFailed",
+                    reason,
                     "Reconcile",
-                    format!("{error:#}"),
+                    describe_error(&error),
                 )
                 .await;
             Ok(Pass {
@@ -832,20 +843,37 @@ where
             Ok(Pass::ok(Action::requeue(check_after)))
         }
         Err(error) => {
-            let (attempt, delay) =
-                shared
-                    .attempts
-                    .failed(&key, fingerprint(&**object), &shared.settings.backoff);
+            let permanent = error::is_permanent(&error);
+            let (attempt, delay) = shared.attempts.failed(
+                &key,
+                fingerprint(&**object),
+                &shared.settings.backoff,
+                permanent,
+            );
             let next = retry_time(delay);
             let error_text = format!("{error:#}");
-            let message = format!(
-                "{step_label} failed (attempt {attempt}): {error_text}; next retry at {next}"
-            );
+            let (reason, message) = if permanent {
+                (
+                    PERMANENT_ERROR,
+                    format!(
+                        "{step_label} failed with a permanent error (attempt {attempt}): {}; retrying only slowly, next at {next}",
+                        describe_error(&error)
+                    ),
+                )
+            } else {
+                (
+                    "CleanupFailed",
+                    format!(
+                        "{step_label} failed (attempt {attempt}): {error_text}; next retry at {next}"
+                    ),
+                )
+            };
             tracing::warn!(
                 controller = name,
                 object = %describe(&**object),
                 step,
                 attempt,
+                permanent,
                 error = %error_text,
                 retry_in = ?delay,
                 "cleanup failed"
@@ -856,14 +884,14 @@ where
                 last_error: Some(error_text.clone()),
                 next_retry: Some(next),
             };
-            write_deleting(&api, &**object, "CleanupFailed", &message, Some(progress)).await;
+            write_deleting(&api, &**object, reason, &message, Some(progress)).await;
             context
                 .event(
                     &**object,
                     EventType::Warning,
-                    "CleanupFailed",
+                    reason,
                     "Delete",
-                    format!("{step}: {error_text}"),
+                    format!("{step}: {}", describe_error(&error)),
                 )
                 .await;
             Ok(Pass {
@@ -871,6 +899,18 @@ where
                 failed: true,
             })
         }
+    }
+}
+
+/// The reason of the `Deleting` condition and of the Warning Event when a callback failed with
+/// an error marked permanent ([`crate::error::permanent`]).
+pub const PERMANENT_ERROR: &str = "PermanentError";
+
+/// The error's chain, followed by what to fix when a permanent error says so.
+pub fn describe_error(error: &anyhow::Error) -> String {
+    match error::remedy(error) {
+        Some(remedy) => format!("{error:#} (to fix: {remedy})"),
+        None => format!("{error:#}"),
     }
 }
 

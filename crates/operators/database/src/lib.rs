@@ -6,10 +6,12 @@
 //! and leader election. It talks to the Kubernetes API only over HTTPS through kube-rs, so it
 //! runs against Finale and against any real cluster alike.
 
+pub mod connection;
 pub mod crd;
 pub mod postgres;
 pub mod reconciler;
 
+pub use connection::Timeouts;
 pub use crd::{Database, DatabaseSpec, DatabaseStatus, SecretKeyRef};
 pub use reconciler::DatabaseReconciler;
 

@@ -3,10 +3,41 @@
 //! Cleanup runs in three ordered steps, one finalizer each:
 //! 1. [`DATABASE_FINALIZER`]: close the connections and drop the database (only if its comment
 //!    carries this object's uid);
-//! 2. [`ROLE_FINALIZER`]: drop the owner role (only if this object created it);
+//! 2. [`ROLE_FINALIZER`]: drop the owner role (only if Finale created it);
 //! 3. [`SECRET_FINALIZER`]: release the connection Secret. While any Database still needs it,
 //!    the Secret carries [`SECRET_IN_USE_FINALIZER`], so deleting the namespace cannot take the
 //!    connection URL away before the databases are dropped.
+//!
+//! # What cleanup acts on
+//! Cleanup drops what the object *created*, never what its spec says now: the database name,
+//! the owner role, the connection Secret and the server it is on are recorded in `status`
+//! (`dbName`, `owner`, `connectionSecretRef`, `server`), and each step reads them from there.
+//! The order makes the record impossible to lose:
+//!
+//! 1. the Secret is read (while it is missing nothing is created, nor recorded);
+//! 2. the records are written to `status`, with the object's `resourceVersion` as a
+//!    precondition (so a stale view cannot record values another pass did not use);
+//! 3. only then is the Secret protected, and the role and the database created, with exactly
+//!    the recorded values.
+//!
+//! A crash between 2 and 3 leaves a record of something that does not exist, which cleanup
+//! treats as already gone; there is no crash point that leaves something created and not
+//! recorded. A Secret whose URL later names another server is refused (a permanent error naming
+//! both servers) instead of followed: "not there" on the new server would orphan the database
+//! on the old one. Objects from before the records existed fall back to the spec (and the
+//! Secret's current server) for whatever is not recorded.
+//!
+//! # Immutable fields
+//! `spec.dbName`, `spec.owner` and `spec.connectionSecretRef` cannot change once recorded. An
+//! edit is refused with the `Ready` condition (reason `ImmutableField`) and a Warning Event,
+//! and nothing is done for the new values; deleting the object still drops what was created.
+//! The CRD carries the same rule as CEL (`self == oldSelf`), which servers that evaluate CEL
+//! apply before the edit is stored.
+//!
+//! # Errors
+//! PostgreSQL errors are sorted ([`postgres::PgError::class`]): those a person must fix (bad
+//! credentials, missing privileges, a certificate that does not verify, …) are marked
+//! permanent for the toolkit, which shows them with reason `PermanentError` and retries slowly.
 
 use std::sync::Arc;
 
@@ -14,20 +45,22 @@ use anyhow::Context as _;
 use std::time::Duration;
 
 use finale_operator::condition::{self, READY};
+use finale_operator::error::{is_permanent, permanent_with_remedy};
 use finale_operator::events::EventType;
 use finale_operator::finalizers;
 use finale_operator::policy::DeletionPolicy;
-use finale_operator::runtime::{Applied, Cleanup, Context, Reconciler};
+use finale_operator::runtime::{self, Applied, Cleanup, Context, Reconciler};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::crd::{Database, DatabaseStatus};
-use crate::postgres::{self, DatabaseState, DropOutcome, PgServer, RoleState};
+use crate::connection::{self, CA_KEY, Timeouts};
+use crate::crd::{Database, DatabaseStatus, SecretKeyRef};
+use crate::postgres::{self, Class, DatabaseState, DropOutcome, PgError, PgServer, RoleState};
 
 pub const DATABASE_FINALIZER: &str = "finale.dev/database";
 pub const ROLE_FINALIZER: &str = "finale.dev/database-role";
@@ -41,7 +74,11 @@ const FINALIZERS: &[&str] = &[DATABASE_FINALIZER, ROLE_FINALIZER, SECRET_FINALIZ
 /// watch normally wakes it at once).
 const SECRET_RECHECK: Duration = Duration::from_secs(60);
 
-pub struct DatabaseReconciler;
+/// The Database operator, with the bounds of its PostgreSQL calls.
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseReconciler {
+    timeouts: Timeouts,
+}
 
 /// Why a Database cannot be acted on; reported in its status.
 struct Blocked {
@@ -50,7 +87,89 @@ struct Blocked {
     message: String,
 }
 
+/// What an object manages: its status records, else (objects from before the records) its
+/// spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Managed {
+    db_name: String,
+    owner: String,
+    secret: SecretKeyRef,
+    /// `None` until recorded: the server is known only from the Secret.
+    server: Option<String>,
+}
+
+impl Managed {
+    fn of(database: &Database) -> Managed {
+        let status = database.status.as_ref();
+        let spec = &database.spec;
+        Managed {
+            db_name: status
+                .and_then(|s| s.db_name.clone())
+                .unwrap_or_else(|| spec.db_name.clone()),
+            owner: status
+                .and_then(|s| s.owner.clone())
+                .unwrap_or_else(|| spec.owner.clone()),
+            secret: status
+                .and_then(|s| s.connection_secret_ref.clone())
+                .unwrap_or_else(|| spec.connection_secret_ref.clone()),
+            server: status.and_then(|s| s.server.clone()),
+        }
+    }
+
+    fn is_recorded(database: &Database) -> bool {
+        database.status.as_ref().is_some_and(|s| {
+            s.db_name.is_some()
+                && s.owner.is_some()
+                && s.connection_secret_ref.is_some()
+                && s.server.is_some()
+        })
+    }
+
+    /// Refuses a Secret whose URL names another server than the one recorded.
+    fn check_server(&self, current: &str) -> anyhow::Result<()> {
+        match &self.server {
+            Some(recorded) if recorded != current => Err(permanent_with_remedy(
+                anyhow::anyhow!(
+                    "Secret {:?} now points at PostgreSQL {current}, but database {:?} was created on {recorded}",
+                    self.secret.name,
+                    self.db_name
+                ),
+                format!(
+                    "point the Secret's URL back at {recorded}, where the database is; to leave it there instead, delete with the annotation finale.dev/deletion-policy=Orphan"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Converts a PostgreSQL error for the toolkit, marking those a person must fix as permanent.
+fn pg(error: PgError) -> anyhow::Error {
+    match error.class() {
+        Class::Transient => anyhow::Error::new(error),
+        Class::Permanent(remedy) => permanent_with_remedy(anyhow::Error::new(error), remedy),
+    }
+}
+
+/// What the connection Secret holds.
+struct Connection {
+    secret: Secret,
+    url: String,
+    ca: Option<Vec<u8>>,
+}
+
+impl Connection {
+    /// `host:port` of the server the URL names (also the rate-limit key).
+    fn server(&self) -> anyhow::Result<String> {
+        connection::server_of(&self.url).map_err(|e| pg(PgError::BadUrl(e)))
+    }
+}
+
 impl DatabaseReconciler {
+    pub fn new(timeouts: Timeouts) -> DatabaseReconciler {
+        DatabaseReconciler { timeouts }
+    }
+
     fn uid(database: &Database) -> anyhow::Result<String> {
         database
             .uid()
@@ -59,6 +178,46 @@ impl DatabaseReconciler {
 
     fn validate(database: &Database) -> Result<(), Blocked> {
         let spec = &database.spec;
+        let status = database.status.as_ref();
+        let mut changed = Vec::new();
+        if let Some(recorded) = status.and_then(|s| s.db_name.as_ref())
+            && *recorded != spec.db_name
+        {
+            changed.push(format!(
+                "spec.dbName cannot change from {recorded:?} to {:?}",
+                spec.db_name
+            ));
+        }
+        if let Some(recorded) = status.and_then(|s| s.owner.as_ref())
+            && *recorded != spec.owner
+        {
+            changed.push(format!(
+                "spec.owner cannot change from {recorded:?} to {:?}",
+                spec.owner
+            ));
+        }
+        if let Some(recorded) = status.and_then(|s| s.connection_secret_ref.as_ref())
+            && *recorded != spec.connection_secret_ref
+        {
+            changed.push(format!(
+                "spec.connectionSecretRef cannot change from {recorded:?} to {:?}",
+                spec.connection_secret_ref
+            ));
+        }
+        if !changed.is_empty() {
+            let managed = Managed::of(database);
+            return Err(Blocked {
+                state: "Failed",
+                reason: "ImmutableField",
+                message: format!(
+                    "{}: this Database still manages database {:?} owned by {:?} through Secret {:?}, and drops them when deleted; set the fields back, or create a new Database",
+                    changed.join("; "),
+                    managed.db_name,
+                    managed.owner,
+                    managed.secret.name
+                ),
+            });
+        }
         let invalid = |message: String| Blocked {
             state: "Failed",
             reason: "InvalidSpec",
@@ -71,25 +230,50 @@ impl DatabaseReconciler {
                 "spec.connectionSecretRef.name is empty: name the Secret that holds the PostgreSQL URL".into(),
             ));
         }
-        if let Some(created) = database.status.as_ref().and_then(|s| s.db_name.as_ref())
-            && *created != spec.db_name
-        {
-            return Err(invalid(format!(
-                "spec.dbName cannot change from {created:?} to {:?}: create a new Database instead",
-                spec.db_name
-            )));
-        }
         Ok(())
     }
 
-    /// The connection URL from the referenced Secret; `Ok(None)` when the Secret is absent.
-    async fn connection_url(
+    /// Records what this object is about to create, on `server`, before it creates anything
+    /// (see the module docs). Returns the object as stored with its records, or `None` when it
+    /// changed meanwhile (the next pass looks again).
+    async fn record(
         client: &Client,
         database: &Database,
-    ) -> anyhow::Result<Option<(Secret, String)>> {
-        let namespace = database.namespace().unwrap_or_default();
-        let reference = &database.spec.connection_secret_ref;
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        server: &str,
+    ) -> anyhow::Result<Option<Database>> {
+        if Managed::is_recorded(database) {
+            return Ok(Some(database.clone()));
+        }
+        let managed = Managed::of(database);
+        let mut recorded = database.clone();
+        let status = recorded.status.get_or_insert_with(DatabaseStatus::default);
+        status.db_name = Some(managed.db_name);
+        status.owner = Some(managed.owner);
+        status.connection_secret_ref = Some(managed.secret);
+        status.server = Some(managed.server.unwrap_or_else(|| server.to_string()));
+        let api: Api<Database> =
+            Api::namespaced(client.clone(), &database.namespace().unwrap_or_default());
+        // A replace carries the resourceVersion: it fails if anyone changed the object since
+        // this view, so the record always matches the spec it was taken from.
+        match api
+            .replace_status(&database.name_any(), &PostParams::default(), &recorded)
+            .await
+        {
+            Ok(stored) => Ok(Some(stored)),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+            Err(error) => {
+                Err(error).context("recording the database, role and Secret in the status")
+            }
+        }
+    }
+
+    /// The connection from the Secret `reference` names; `Ok(None)` when the Secret is absent.
+    async fn connection(
+        client: &Client,
+        namespace: &str,
+        reference: &SecretKeyRef,
+    ) -> anyhow::Result<Option<Connection>> {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let Some(secret) = secrets
             .get_opt(&reference.name)
             .await
@@ -97,29 +281,43 @@ impl DatabaseReconciler {
         else {
             return Ok(None);
         };
-        let url = secret
-            .data
-            .as_ref()
-            .and_then(|data| data.get(&reference.key))
-            .map(|bytes| String::from_utf8_lossy(&bytes.0).trim().to_string())
-            .or_else(|| {
-                secret
-                    .string_data
-                    .as_ref()
-                    .and_then(|data| data.get(&reference.key).cloned())
-            });
+        let value = |key: &str| -> Option<Vec<u8>> {
+            secret
+                .data
+                .as_ref()
+                .and_then(|data| data.get(key))
+                .map(|bytes| bytes.0.clone())
+                .or_else(|| {
+                    secret
+                        .string_data
+                        .as_ref()
+                        .and_then(|data| data.get(key))
+                        .map(|text| text.clone().into_bytes())
+                })
+        };
+        let url =
+            value(&reference.key).map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string());
+        let ca = value(CA_KEY).filter(|ca| !ca.iter().all(u8::is_ascii_whitespace));
         match url {
-            Some(url) if !url.is_empty() => Ok(Some((secret, url))),
-            _ => anyhow::bail!(
-                "Secret {namespace}/{} has no key {:?}: put the PostgreSQL URL (postgres://user:password@host:port/db) there",
-                reference.name,
-                reference.key
-            ),
+            Some(url) if !url.is_empty() => Ok(Some(Connection { secret, url, ca })),
+            _ => Err(permanent_with_remedy(
+                anyhow::anyhow!(
+                    "Secret {namespace}/{} has no key {:?}",
+                    reference.name,
+                    reference.key
+                ),
+                format!(
+                    "put the PostgreSQL URL (postgres://user:password@host:port/database) under {:?} in the Secret",
+                    reference.key
+                ),
+            )),
         }
     }
 
-    async fn connect(url: &str) -> anyhow::Result<PgServer> {
-        Ok(postgres::connect(url).await?)
+    async fn connect(&self, connection: &Connection) -> anyhow::Result<PgServer> {
+        postgres::connect(&connection.url, connection.ca.as_deref(), &self.timeouts)
+            .await
+            .map_err(pg)
     }
 
     async fn write_status(
@@ -129,7 +327,6 @@ impl DatabaseReconciler {
         ready: bool,
         reason: &str,
         message: &str,
-        created: Option<&str>,
     ) -> anyhow::Result<()> {
         let previous = database.status.clone().unwrap_or_default();
         let mut conditions = previous.conditions.clone();
@@ -137,13 +334,13 @@ impl DatabaseReconciler {
             &mut conditions,
             condition::new(READY, ready, reason, message, database.metadata.generation),
         );
+        // The records and the deletion progress are kept as they are.
         let next = DatabaseStatus {
             state: Some(state.to_string()),
             message: Some(message.to_string()),
             conditions,
             observed_generation: database.metadata.generation,
-            db_name: created.map(str::to_string).or(previous.db_name.clone()),
-            deletion: previous.deletion.clone(),
+            ..previous.clone()
         };
         // Writing only on change keeps a resync from costing an API write per object.
         if next == previous {
@@ -175,7 +372,6 @@ impl DatabaseReconciler {
             false,
             blocked.reason,
             &blocked.message,
-            None,
         )
         .await?;
         if !already {
@@ -192,60 +388,73 @@ impl DatabaseReconciler {
         Ok(())
     }
 
-    async fn converge(database: &Arc<Database>, context: &Context) -> anyhow::Result<Applied> {
-        let database = Arc::clone(database);
-        if let Err(blocked) = Self::validate(&database) {
-            Self::report_blocked(context, &database, &blocked).await?;
+    async fn converge(
+        &self,
+        database: &Arc<Database>,
+        context: &Context,
+    ) -> anyhow::Result<Applied> {
+        if let Err(blocked) = Self::validate(database) {
+            Self::report_blocked(context, database, &blocked).await?;
             return Ok(Applied::AwaitChange);
         }
-        let Some((secret, url)) = Self::connection_url(&context.client, &database).await? else {
-            let reference = &database.spec.connection_secret_ref;
+        let namespace = database.namespace().unwrap_or_default();
+        let Some(connection) =
+            Self::connection(&context.client, &namespace, &Managed::of(database).secret).await?
+        else {
+            let managed = Managed::of(database);
             let blocked = Blocked {
                 state: "Pending",
                 reason: "SecretNotFound",
                 message: format!(
-                    "Secret {:?} not found in namespace {:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
-                    reference.name,
-                    database.namespace().unwrap_or_default(),
-                    reference.key
+                    "Secret {:?} not found in namespace {namespace:?}: create it with the PostgreSQL URL under key {:?}; nothing has been created yet",
+                    managed.secret.name, managed.secret.key
                 ),
             };
-            Self::report_blocked(context, &database, &blocked).await?;
+            Self::report_blocked(context, database, &blocked).await?;
             return Ok(Applied::RequeueAfter(SECRET_RECHECK));
         };
-        Self::protect_secret(&context.client, &secret).await?;
-        let uid = Self::uid(&database)?;
-        let spec = &database.spec;
-        let server = Self::connect(&url).await?;
-        let system = system_of(&url);
+        let system = connection.server()?;
+        let Some(database) = Self::record(&context.client, database, &system).await? else {
+            return Ok(Applied::RequeueAfter(Duration::from_millis(200)));
+        };
+        let database = &database;
+        let managed = Managed::of(database);
+        managed.check_server(&system)?;
+        Self::protect_secret(&context.client, &connection.secret).await?;
+        let uid = Self::uid(database)?;
+        let server = self.connect(&connection).await?;
         // Reads first: a converged Database (every resync, every status echo) costs no DDL and
         // no share of the rate limit.
         let role = match server
-            .inspect_role(&spec.owner)
+            .inspect_role(&managed.owner)
             .await
-            .with_context(|| format!("reading role {:?}", spec.owner))?
+            .map_err(pg)
+            .with_context(|| format!("reading role {:?}", managed.owner))?
         {
             Some(role) => role,
             None => {
                 context.rate_limits.acquire(&system).await;
                 server
-                    .ensure_role(&spec.owner, &uid)
+                    .ensure_role(&managed.owner, &uid)
                     .await
-                    .with_context(|| format!("creating role {:?}", spec.owner))?
+                    .map_err(pg)
+                    .with_context(|| format!("creating role {:?}", managed.owner))?
             }
         };
         let state = match server
-            .inspect_database(&spec.db_name, &spec.owner, &uid)
+            .inspect_database(&managed.db_name, &managed.owner, &uid)
             .await
-            .with_context(|| format!("reading database {:?}", spec.db_name))?
+            .map_err(pg)
+            .with_context(|| format!("reading database {:?}", managed.db_name))?
         {
             Some((state @ DatabaseState::Foreign { .. }, _)) | Some((state, true)) => state,
             Some((_, false)) | None => {
                 context.rate_limits.acquire(&system).await;
                 server
-                    .ensure_database(&spec.db_name, &spec.owner, &uid)
+                    .ensure_database(&managed.db_name, &managed.owner, &uid)
                     .await
-                    .with_context(|| format!("creating database {:?}", spec.db_name))?
+                    .map_err(pg)
+                    .with_context(|| format!("creating database {:?}", managed.db_name))?
             }
         };
         match state {
@@ -254,25 +463,25 @@ impl DatabaseReconciler {
                     state: "NotAdopted",
                     reason: "NotAdopted",
                     message: format!(
-                        "database {:?} already exists and was not created by this Database (its comment is {}); it is left untouched and will never be dropped by Finale: choose another spec.dbName",
-                        spec.db_name,
+                        "database {:?} already exists and was not created by this Database (its comment is {}); it is left untouched and will never be dropped by Finale: delete this Database and create one with another spec.dbName",
+                        managed.db_name,
                         comment.map_or_else(|| "empty".to_string(), |c| format!("{c:?}"))
                     ),
                 };
-                Self::report_blocked(context, &database, &blocked).await?;
+                Self::report_blocked(context, database, &blocked).await?;
                 Ok(Applied::AwaitChange)
             }
             DatabaseState::Created | DatabaseState::Ours => {
                 if matches!(state, DatabaseState::Created) {
                     context
                         .event(
-                            &*database,
+                            database,
                             EventType::Normal,
                             "Created",
                             "Reconcile",
                             format!(
                                 "created database {:?} owned by {:?}",
-                                spec.db_name, spec.owner
+                                managed.db_name, managed.owner
                             ),
                         )
                         .await;
@@ -283,15 +492,14 @@ impl DatabaseReconciler {
                 };
                 Self::write_status(
                     &context.client,
-                    &database,
+                    database,
                     "Ready",
                     true,
                     "Ready",
                     &format!(
                         "database {:?} is ready, owned by role {:?}{role_note}",
-                        spec.db_name, spec.owner
+                        managed.db_name, managed.owner
                     ),
-                    Some(&spec.db_name),
                 )
                 .await?;
                 Ok(Applied::Ready)
@@ -314,9 +522,11 @@ impl DatabaseReconciler {
         Ok(())
     }
 
+    /// Takes [`SECRET_IN_USE_FINALIZER`] off the Secret this Database used, unless another
+    /// Database still has cleanup to do with it.
     async fn release_secret(database: &Database, context: &Context) -> anyhow::Result<Cleanup> {
         let namespace = database.namespace().unwrap_or_default();
-        let secret_name = &database.spec.connection_secret_ref.name;
+        let secret_name = Managed::of(database).secret.name;
         let databases: Api<Database> = Api::namespaced(context.client.clone(), &namespace);
         let others = databases
             .list(&ListParams::default())
@@ -324,7 +534,7 @@ impl DatabaseReconciler {
             .with_context(|| format!("listing Databases in {namespace}"))?;
         let still_needed = others.items.iter().any(|other| {
             other.uid() != database.uid()
-                && other.spec.connection_secret_ref.name == *secret_name
+                && Managed::of(other).secret.name == secret_name
                 && other
                     .finalizers()
                     .iter()
@@ -335,7 +545,7 @@ impl DatabaseReconciler {
         }
         let secrets: Api<Secret> = Api::namespaced(context.client.clone(), &namespace);
         let Some(secret) = secrets
-            .get_opt(secret_name)
+            .get_opt(&secret_name)
             .await
             .with_context(|| format!("reading Secret {namespace}/{secret_name}"))?
         else {
@@ -356,19 +566,6 @@ impl DatabaseReconciler {
         }
         Ok(Cleanup::Done)
     }
-}
-
-/// The rate-limit key of a PostgreSQL URL: its host and port, never its credentials.
-fn system_of(url: &str) -> String {
-    let without_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = without_scheme
-        .split(['/', '?'])
-        .next()
-        .unwrap_or(without_scheme);
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
 }
 
 impl Reconciler for DatabaseReconciler {
@@ -399,7 +596,9 @@ impl Reconciler for DatabaseReconciler {
                     .state()
                     .into_iter()
                     .filter(|db| {
-                        db.namespace() == namespace && db.spec.connection_secret_ref.name == name
+                        db.namespace() == namespace
+                            && (Managed::of(db).secret.name == name
+                                || db.spec.connection_secret_ref.name == name)
                     })
                     .map(|db| ObjectRef::from_obj(&*db))
                     .collect::<Vec<_>>()
@@ -408,20 +607,23 @@ impl Reconciler for DatabaseReconciler {
     }
 
     async fn apply(&self, database: Arc<Database>, context: &Context) -> anyhow::Result<Applied> {
-        let outcome = Self::converge(&database, context).await;
+        let outcome = self.converge(&database, context).await;
         if let Err(error) = &outcome {
             // The toolkit retries with backoff; the status says what is failing meanwhile.
-            let message = format!("{error:#}; retrying");
-            if let Err(status_error) = Self::write_status(
-                &context.client,
-                &database,
-                "Error",
-                false,
-                "ReconcileFailed",
-                &message,
-                None,
-            )
-            .await
+            let (reason, message) = if is_permanent(error) {
+                (
+                    runtime::PERMANENT_ERROR,
+                    format!(
+                        "{}; this will not pass by waiting, so it is retried only slowly",
+                        runtime::describe_error(error)
+                    ),
+                )
+            } else {
+                ("ReconcileFailed", format!("{error:#}; retrying"))
+            };
+            if let Err(status_error) =
+                Self::write_status(&context.client, &database, "Error", false, reason, &message)
+                    .await
             {
                 tracing::debug!(error = %status_error, "could not report the failure in the status");
             }
@@ -438,24 +640,33 @@ impl Reconciler for DatabaseReconciler {
         if finalizer == SECRET_FINALIZER {
             return Self::release_secret(&database, context).await;
         }
-        // An invalid spec never got past validation: nothing exists to drop.
-        if Self::validate(&database).is_err() {
+        // What was created, as recorded; never the current spec.
+        let managed = Managed::of(&database);
+        // Unrecorded names that never passed validation: nothing was created under them.
+        if postgres::validate_name("dbName", &managed.db_name).is_err()
+            || postgres::validate_name("owner", &managed.owner).is_err()
+        {
             return Ok(Cleanup::Done);
         }
-        let Some((_, url)) = Self::connection_url(&context.client, &database).await? else {
+        let namespace = database.namespace().unwrap_or_default();
+        let Some(connection) =
+            Self::connection(&context.client, &namespace, &managed.secret).await?
+        else {
             // The Secret is protected by a finalizer from before anything is created, so its
             // absence means nothing was.
             return Ok(Cleanup::Done);
         };
+        let system = connection.server()?;
+        managed.check_server(&system)?;
         let uid = Self::uid(&database)?;
-        let spec = &database.spec;
-        let server = Self::connect(&url).await?;
-        context.rate_limits.acquire(&system_of(&url)).await;
+        let server = self.connect(&connection).await?;
+        context.rate_limits.acquire(&system).await;
         if finalizer == DATABASE_FINALIZER {
             let outcome = server
-                .drop_database(&spec.db_name, &uid)
+                .drop_database(&managed.db_name, &uid)
                 .await
-                .with_context(|| format!("dropping database {:?}", spec.db_name))?;
+                .map_err(pg)
+                .with_context(|| format!("dropping database {:?}", managed.db_name))?;
             if let DropOutcome::NotOurs = outcome {
                 context
                     .event(
@@ -465,7 +676,7 @@ impl Reconciler for DatabaseReconciler {
                         "Delete",
                         format!(
                             "database {:?} was not created by this Database; left in place",
-                            spec.db_name
+                            managed.db_name
                         ),
                     )
                     .await;
@@ -473,9 +684,10 @@ impl Reconciler for DatabaseReconciler {
             return Ok(Cleanup::Done);
         }
         let outcome = server
-            .drop_role(&spec.owner)
+            .drop_role(&managed.owner)
             .await
-            .with_context(|| format!("dropping role {:?}", spec.owner))?;
+            .map_err(pg)
+            .with_context(|| format!("dropping role {:?}", managed.owner))?;
         if let DropOutcome::StillInUse(detail) = outcome {
             // Another database still belongs to the role; its own teardown drops the role.
             context
@@ -486,25 +698,11 @@ impl Reconciler for DatabaseReconciler {
                     "Delete",
                     format!(
                         "role {:?} still owns other objects, so it stays for them: {detail}",
-                        spec.owner
+                        managed.owner
                     ),
                 )
                 .await;
         }
         Ok(Cleanup::Done)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rate_limit_key_is_the_server_without_credentials() {
-        assert_eq!(
-            system_of("postgres://admin:s3cret@db.example:5433/postgres?sslmode=disable"),
-            "db.example:5433"
-        );
-        assert_eq!(system_of("postgresql://127.0.0.1:5432"), "127.0.0.1:5432");
     }
 }

@@ -62,7 +62,10 @@ pub struct NamespaceSet {
 }
 
 /// The Database made in each namespace. Its `dbName` is `<tenant>_<namespace>` (with `-` as
-/// `_`); the connection Secret is copied into the namespace.
+/// `_`); the connection Secret (its URL and, if present, `ca.crt`) is copied into the
+/// namespace. The template applies when a namespace's Database is created: a later edit
+/// reaches namespaces created after it, never existing Databases, whose database, owner and
+/// Secret cannot change.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseTemplate {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use finale_operator::condition::{self, READY};
 use finale_operator::events::EventType;
 use finale_operator::runtime::{Applied, Cleanup, Context, Reconciler};
+use finale_operator_database::connection::CA_KEY;
 use finale_operator_database::{Database, DatabaseSpec, SecretKeyRef};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -209,9 +210,8 @@ impl TenantReconciler {
             let secret = sources.get_opt(&source.name).await.map_err(|e| {
                 anyhow::anyhow!("reading Secret {}/{}: {e}", source.namespace, source.name)
             })?;
-            let url = secret
-                .as_ref()
-                .and_then(|s| s.data.as_ref())
+            let source_data = secret.as_ref().and_then(|s| s.data.as_ref());
+            let url = source_data
                 .and_then(|d| d.get(&source.key))
                 .cloned()
                 .ok_or_else(|| {
@@ -222,6 +222,11 @@ impl TenantReconciler {
                         source.key
                     )
                 })?;
+            let mut data = BTreeMap::from([("url".to_string(), ByteString(url.0))]);
+            // The server's CA travels with the URL, for `sslmode=verify-*`.
+            if let Some(ca) = source_data.and_then(|d| d.get(CA_KEY)) {
+                data.insert(CA_KEY.to_string(), ca.clone());
+            }
             let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
             let copy = Secret {
                 metadata: ObjectMeta {
@@ -229,7 +234,7 @@ impl TenantReconciler {
                     labels: Some(labels.clone()),
                     ..ObjectMeta::default()
                 },
-                data: Some(BTreeMap::from([("url".to_string(), ByteString(url.0))])),
+                data: Some(data),
                 ..Secret::default()
             };
             create_if_missing(&secrets, &copy, CONNECTION_SECRET).await?;
