@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    Behaviour, Ending, Journal, Recorder, Run, Server, StallingProxy, WAIT, eventually, metric,
-    within,
+    Behaviour, Ending, Journal, Recorder, Run, Server, StallProxy, WAIT, eventually, metric, within,
 };
 use finale_operator::backoff::{Backoff, RateLimit, RateLimits};
 use finale_operator::client::Clients;
@@ -138,7 +137,7 @@ fn first_start(runs: &[Run]) -> Option<Instant> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_api_stops_acting_before_the_standby_takes_over() {
     let server = Server::start().await;
-    let proxy = StallingProxy::start(server.running.local_addr).await;
+    let proxy = StallProxy::start(server.running.local_addr).expect("start the proxy");
     let journal = Journal::default();
     let a = Replica::start(server.config_via(&proxy).await, "a", &journal, &["a"]);
     a.wait_leading("replica a").await;

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, StallingProxy, WAIT, within};
+use common::{Server, StallProxy, WAIT, within};
 use finale_operator::leader::{LeaderElector, Leadership, LeaseConfig, Released};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -50,7 +50,7 @@ fn renew_time(lease: &Lease) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_lease_calls_hang_steps_down_within_the_renew_deadline() {
     let server = Server::start().await;
-    let proxy = StallingProxy::start(server.running.local_addr).await;
+    let proxy = StallProxy::start(server.running.local_addr).expect("start the proxy");
     // No client-side timeouts at all: the election must bound its calls itself.
     let through_proxy = Client::try_from(server.config_via(&proxy).await).expect("client");
     let leadership = acquire(through_proxy, "a").await;

@@ -1,14 +1,14 @@
 //! Fixtures for the toolkit's integration suites: a real Finale API server in process (HTTPS on
-//! an ephemeral loopback port), a loopback TCP proxy that can be made to stop answering, a
-//! `Widget` custom resource, and a reconciler that records who reconciled what and when.
+//! an ephemeral loopback port), a `Widget` custom resource, and a reconciler that records who
+//! reconciled what and when.
 //!
-//! The proxy is the one fake: it injects what the real server cannot produce on demand, a
-//! network path on which requests are sent and never answered.
+//! The one fake is `finale_e2e::stall_proxy::StallProxy`, a loopback TCP proxy that can be made
+//! to stop answering: it injects what the real server cannot produce on demand, a network path
+//! on which requests are sent and never answered.
 
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,10 +22,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
+
+pub use finale_e2e::stall_proxy::StallProxy;
 
 /// The bound on any single wait in these suites.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -76,9 +74,9 @@ impl Server {
     }
 
     /// A client configuration that reaches this server through `proxy`.
-    pub async fn config_via(&self, proxy: &StallingProxy) -> Config {
+    pub async fn config_via(&self, proxy: &StallProxy) -> Config {
         let mut config = self.config().await;
-        config.cluster_url = format!("https://{}", proxy.addr)
+        config.cluster_url = format!("https://127.0.0.1:{}", proxy.port())
             .parse()
             .expect("a proxy URL");
         config
@@ -316,101 +314,6 @@ pub fn metric(metrics: &Metrics, series: &str) -> Option<f64> {
             .and_then(|rest| rest.strip_prefix(' '))
             .and_then(|value| value.trim().parse().ok())
     })
-}
-
-/// A TCP proxy on 127.0.0.1 in front of `upstream` that forwards bytes both ways until
-/// [`StallingProxy::stall`]; from then on it accepts connections but forwards nothing, on new
-/// and existing connections alike: every request through it hangs, as behind a dead link.
-pub struct StallingProxy {
-    pub addr: SocketAddr,
-    stalled: watch::Sender<bool>,
-    stop: CancellationToken,
-}
-
-impl StallingProxy {
-    pub async fn start(upstream: SocketAddr) -> StallingProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let addr = listener.local_addr().expect("the proxy's address");
-        let (stalled, _) = watch::channel(false);
-        let stop = CancellationToken::new();
-        let proxy = StallingProxy {
-            addr,
-            stalled: stalled.clone(),
-            stop: stop.clone(),
-        };
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = stop.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let Ok((downstream, _)) = accepted else {
-                    continue;
-                };
-                let gate = stalled.subscribe();
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = stop.cancelled() => {}
-                        _ = forward(downstream, upstream, gate) => {}
-                    }
-                });
-            }
-        });
-        proxy
-    }
-
-    /// From now on nothing passes, in either direction.
-    pub fn stall(&self) {
-        self.stalled.send_replace(true);
-    }
-}
-
-impl Drop for StallingProxy {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn open(gate: &mut watch::Receiver<bool>) {
-    // An error means the proxy is gone; the connection task is being cancelled anyway.
-    if gate.wait_for(|stalled| !stalled).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-async fn forward(downstream: TcpStream, upstream: SocketAddr, mut gate: watch::Receiver<bool>) {
-    open(&mut gate).await;
-    let Ok(upstream) = TcpStream::connect(upstream).await else {
-        return;
-    };
-    let (down_read, down_write) = downstream.into_split();
-    let (up_read, up_write) = upstream.into_split();
-    tokio::select! {
-        _ = pump(down_read, up_write, gate.clone()) => {}
-        _ = pump(up_read, down_write, gate) => {}
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut gate: watch::Receiver<bool>,
-) {
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        let read = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
-        };
-        // Bytes read while stalled are held back for good.
-        open(&mut gate).await;
-        if to.write_all(&buffer[..read]).await.is_err() {
-            return;
-        }
-    }
 }
 
 /// Awaits `future`, failing the test if it takes longer than `limit`.
