@@ -183,10 +183,13 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
+    // What the collector knows, read-only; without a collector the view says so.
+    let gc_view = crate::controllers::gc::GcView::default();
     if config.garbage_collector {
         controllers.push(crate::controllers::gc::spawn(
             Arc::clone(&registry),
             gc_metrics,
+            gc_view.clone(),
             shutdown.clone(),
         ));
     }
