@@ -183,7 +183,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
-    // What the collector knows, read-only; without a collector the view says so.
+    // Deletion reviews read what the collector knows; without one, the view says so.
     let gc_view = crate::controllers::gc::GcView::default();
     if config.garbage_collector {
         controllers.push(crate::controllers::gc::spawn(
@@ -210,6 +210,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
+        insight: Arc::new(crate::insight::Insight::new(Arc::clone(&registry), gc_view)),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(listener, tls, app, shutdown.clone()));

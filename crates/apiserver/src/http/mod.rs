@@ -41,6 +41,8 @@ pub struct AppState {
     pub server_address: String,
     /// Cancelled at shutdown so long-lived watch streams end and connections can drain.
     pub shutdown: CancellationToken,
+    /// Answers `DeletionReview`s.
+    pub insight: Arc<crate::insight::Insight>,
 }
 
 /// Builds the router for every endpoint the server offers.
