@@ -367,6 +367,13 @@ async fn reviews_are_create_only_and_check_their_input() {
     .unwrap();
     assert!(stored.kvs.is_empty(), "a review was stored");
 
+    // Answering writes nothing: the store's revision does not move.
+    let store = server.registry().store();
+    let before = store.current_revision().await.unwrap();
+    explain(&http, target("v1", "ConfigMap", "default", "plain")).await;
+    explain(&http, target("v1", "Namespace", "", "default")).await;
+    assert_eq!(store.current_revision().await.unwrap(), before);
+
     // Unknown fields are dropped with a warning, or refused under Strict (what kubectl sends).
     let mut unknown = review_body(target("v1", "ConfigMap", "default", "plain"));
     unknown["spec"]["bogus"] = json!(true);

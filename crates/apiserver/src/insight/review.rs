@@ -748,13 +748,17 @@ impl<'a> Explainer<'a> {
         let mut children = Vec::new();
         for ((_, type_, _, _), (primary, members, count)) in groups {
             let message = match (type_, primary.state) {
-                (CauseType::PodGracePeriod, CauseState::Progressing) => format!(
-                    "{} in their grace period",
-                    plural(count, "Pod is", "Pods are")
-                ),
+                (CauseType::PodGracePeriod, CauseState::Progressing) if count == 1 => {
+                    "1 Pod is in its grace period".to_string()
+                }
+                (CauseType::PodGracePeriod, CauseState::Progressing) => {
+                    format!("{count} Pods are in their grace period")
+                }
                 (CauseType::PodGracePeriod, _) => format!(
-                    "{} whose grace period ended: no node agent runs them (Finale has no Nodes yet), so nothing confirms their containers stopped",
-                    plural(count, "Pod", "Pods")
+                    "{} whose grace period ended: no node agent runs {} (Finale has no Nodes yet), so nothing confirms that {} containers stopped",
+                    plural(count, "Pod", "Pods"),
+                    if count == 1 { "it" } else { "them" },
+                    if count == 1 { "its" } else { "their" }
                 ),
                 _ => format!(
                     "{}: {}",
