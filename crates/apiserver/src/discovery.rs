@@ -100,7 +100,7 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
             "singularName": resource.singular,
             "namespaced": resource.namespaced,
             "kind": resource.kind,
-            "verbs": ResourceType::verbs(),
+            "verbs": resource.served_verbs(),
         });
         if !resource.short_names.is_empty() {
             entry["shortNames"] = json!(resource.short_names);
@@ -141,7 +141,7 @@ fn aggregated_resource(resource: &ResourceType) -> Value {
         "responseKind": response_kind,
         "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": resource.singular,
-        "verbs": ResourceType::verbs(),
+        "verbs": resource.served_verbs(),
     });
     if !resource.short_names.is_empty() {
         entry["shortNames"] = json!(resource.short_names);

@@ -16,6 +16,7 @@ pub mod deletion;
 pub mod discovery;
 pub mod field_validation;
 pub mod http;
+pub mod insight;
 pub mod metrics;
 pub mod object;
 pub mod openapi;

@@ -70,6 +70,9 @@ pub struct ResourceType {
     /// Custom resources whose definition is being deleted: creates are refused (405), as
     /// upstream refuses them while it removes the instances.
     pub definition_terminating: bool,
+    /// A review (like `SubjectAccessReview`): only POST is served, the server answers in
+    /// `status` and stores nothing (see [`crate::insight`]).
+    pub create_only: bool,
 }
 
 /// What a `/status` write may change besides `.status` (deletion-semantics U8).
@@ -179,6 +182,21 @@ impl ResourceType {
         subs
     }
 
+    /// The verbs discovery lists for this type.
+    pub fn served_verbs(&self) -> &'static [&'static str] {
+        if self.create_only {
+            &["create"]
+        } else {
+            Self::verbs()
+        }
+    }
+
+    /// A built-in kind with the defaults of the table below, for modules that define their
+    /// own kinds (see [`crate::insight`]).
+    pub fn builtin(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        Builtin::new(group, version, kind, plural, namespaced).0
+    }
+
     pub fn verbs() -> &'static [&'static str] {
         &[
             "create",
@@ -227,6 +245,7 @@ impl Builtin {
             validation: None,
             storage_version: None,
             definition_terminating: false,
+            create_only: false,
         })
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -552,7 +571,10 @@ pub struct Catalog {
 impl Catalog {
     pub fn with_builtins() -> Self {
         let catalog = Catalog::default();
-        for resource in builtin_types() {
+        for resource in builtin_types()
+            .into_iter()
+            .chain(crate::insight::resource_types())
+        {
             catalog.add(resource);
         }
         catalog

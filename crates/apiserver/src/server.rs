@@ -226,10 +226,17 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
+    // Deletion reviews read what the collector knows; without one, the view says so.
+    let gc_view = crate::controllers::gc::GcView::default();
     if config.garbage_collector {
         controllers.add(
             "garbage-collector",
-            crate::controllers::gc::spawn(Arc::clone(&registry), gc_metrics, shutdown.clone()),
+            crate::controllers::gc::spawn(
+                Arc::clone(&registry),
+                gc_metrics,
+                gc_view.clone(),
+                shutdown.clone(),
+            ),
         );
     }
     controllers.add(
@@ -263,6 +270,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             config.limits.max_requests_inflight,
             config.limits.max_mutating_requests_inflight,
         )),
+        insight: Arc::new(crate::insight::Insight::new(Arc::clone(&registry), gc_view)),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(

@@ -1177,6 +1177,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             // Filled in by the CRD controller, which knows the whole definition's state.
             storage_version: None,
             definition_terminating: false,
+            create_only: false,
             status_writes: crate::resources::StatusWrites::StatusOnly,
         });
     }

@@ -48,6 +48,8 @@ pub struct AppState {
     pub health: Arc<health::Health>,
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
     pub inflight: Arc<limits::InflightLimits>,
+    /// Answers `DeletionReview`s.
+    pub insight: Arc<crate::insight::Insight>,
 }
 
 /// Builds the router for every endpoint the server offers.

@@ -165,6 +165,9 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     if resource_path.namespace.is_some() && !resource.namespaced {
         return Err(not_found_path(parts.uri.path()));
     }
+    if resource.create_only {
+        return review(&state, &resource, &resource_path, &parts, &query, body).await;
+    }
     let subresource = match resource_path.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if resource.status_subresource => Subresource::Status,
@@ -218,6 +221,41 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
             }
         ))),
     }
+}
+
+/// A create-only review (`DeletionReview`): POST to the collection is answered with the
+/// object and its `status` (201, as upstream answers reviews); nothing is stored, and any
+/// other request is 405, as for upstream's reviews, whose only route is create.
+async fn review(
+    state: &AppState,
+    resource: &ResourceType,
+    path: &ResourcePath,
+    parts: &http::request::Parts,
+    query: &Query,
+    body: Body,
+) -> ApiResult<Response> {
+    if parts.method != Method::POST || path.name.is_some() || path.subresource.is_some() {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(crate::status::Details {
+            group: resource.group.clone(),
+            kind: resource.plural.clone(),
+            ..Default::default()
+        }));
+    }
+    let body = read_body(body).await?;
+    let object = decode_object(&parts.headers, &body)?;
+    // Checked as for any create (dryRun, fieldValidation); a review stores nothing anyway.
+    let options = query.write_options(&parts.headers, "CreateOptions")?;
+    let answer = state
+        .insight
+        .review(resource, object, options.field_validation)
+        .await?;
+    Ok(with_warnings(
+        json_response(StatusCode::CREATED, &answer.object),
+        &answer.warnings,
+    ))
 }
 
 fn not_found_path(path: &str) -> ApiError {

@@ -344,6 +344,20 @@ const LEASE_COLUMNS: &[Column] = &[
     AGE,
 ];
 
+const FINALIZER_CLAIM_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Finalizer",
+        "The claimed finalizer, or a prefix ending in '/'.",
+    ),
+    Column::string("Lease", "The controller's Lease, as namespace/name."),
+    Column::string(
+        "Policy",
+        "When a person may remove the finalizer in the controller's place.",
+    ),
+    AGE,
+];
+
 const DEPLOYMENT_COLUMNS: &[Column] = &[
     NAME,
     Column::string("Ready", "Ready pods out of desired pods."),
@@ -469,6 +483,9 @@ impl Printer {
                 ("apps", "deployments") => (DEPLOYMENT_COLUMNS, deployment_cells),
                 ("apps", "replicasets") => (REPLICA_SET_COLUMNS, replica_set_cells),
                 ("batch", "jobs") => (JOB_COLUMNS, job_cells),
+                (crate::insight::GROUP, "finalizerclaims") => {
+                    (FINALIZER_CLAIM_COLUMNS, finalizer_claim_cells)
+                }
                 _ => (DEFAULT_COLUMNS, default_cells),
             };
         let conditions: RowConditions = match (resource.group.as_str(), resource.plural.as_str()) {
@@ -764,6 +781,20 @@ fn lease_cells(item: &Value, clock: &Clock) -> Vec<Value> {
     vec![
         name_cell(item),
         json!(text(item, "/spec/holderIdentity")),
+        creation_age(item, clock),
+    ]
+}
+
+fn finalizer_claim_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    vec![
+        name_cell(item),
+        json!(text(item, "/spec/finalizer")),
+        json!(format!(
+            "{}/{}",
+            text(item, "/spec/lease/namespace"),
+            text(item, "/spec/lease/name")
+        )),
+        json!(text(item, "/spec/forcePolicy")),
         creation_age(item, clock),
     ]
 }

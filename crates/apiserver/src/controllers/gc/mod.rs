@@ -33,6 +33,9 @@
 //! cascading starts as soon as the initial list (milliseconds for thousands of objects) is in.
 
 mod graph;
+mod view;
+
+pub use view::{Dependent, GcView, GcWork};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -53,6 +56,7 @@ use crate::resources::ResourceType;
 use crate::status::ApiResult;
 use crate::watch_cache::CachedEvent;
 use graph::{Graph, Identity, Item, OwnerRef, has_finalizer, owner_refs};
+use view::Failure;
 
 /// How many items are worked on at once. Deletes are durable writes; running many lets
 /// group commit share fsyncs among them.
@@ -75,31 +79,45 @@ pub struct GcMetrics {
 
 struct Collector {
     registry: Arc<Registry>,
-    graph: Mutex<Graph>,
-    queued: Mutex<HashSet<Item>>,
+    /// The graph and work state are shared with the read-only [`GcView`].
+    graph: Arc<Mutex<Graph>>,
+    queued: Arc<Mutex<HashSet<Item>>>,
+    /// Items workers are processing right now, with how many workers are on each (an item
+    /// queued again while in flight may be picked up by a second worker).
+    in_flight: Arc<Mutex<HashMap<Item, usize>>>,
     queue: mpsc::UnboundedSender<Item>,
-    failures: Mutex<HashMap<Item, u32>>,
+    failures: Arc<Mutex<HashMap<Item, Failure>>>,
+    view: GcView,
     metrics: GcMetrics,
     /// Ends the workers and any pending retry, which hold the registry (and so the store).
     shutdown: CancellationToken,
 }
 
+/// Starts the collector; `view` then shows what it knows (see [`GcView`]).
 pub fn spawn(
     registry: Arc<Registry>,
     metrics: GcMetrics,
+    view: GcView,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move { run(registry, metrics, shutdown).await })
+    tokio::spawn(async move { run(registry, metrics, view, shutdown).await })
 }
 
-async fn run(registry: Arc<Registry>, metrics: GcMetrics, shutdown: CancellationToken) {
+async fn run(
+    registry: Arc<Registry>,
+    metrics: GcMetrics,
+    view: GcView,
+    shutdown: CancellationToken,
+) {
     let (queue, work) = mpsc::unbounded_channel();
     let collector = Arc::new(Collector {
         registry,
-        graph: Mutex::default(),
-        queued: Mutex::default(),
+        graph: Arc::clone(&view.graph),
+        queued: Arc::clone(&view.queued),
+        in_flight: Arc::clone(&view.in_flight),
         queue,
-        failures: Mutex::default(),
+        failures: Arc::clone(&view.failures),
+        view: view.clone(),
         metrics,
         shutdown: shutdown.clone(),
     });
@@ -121,6 +139,7 @@ async fn run(registry: Arc<Registry>, metrics: GcMetrics, shutdown: Cancellation
         }));
     }
     follow_changes(&collector, &shutdown).await;
+    collector.view.set_running(false);
     // Nothing may hold the registry once the server says it has stopped.
     drop(collector);
     for worker in workers {
@@ -266,6 +285,7 @@ impl Collector {
         let nodes = graph.nodes.len();
         *self.lock_graph() = graph;
         self.metrics.graph_nodes.set(nodes as i64);
+        self.view.set_running(true);
         tracing::info!(nodes, "garbage collector graph built");
         for item in queue {
             self.enqueue(item);
@@ -311,6 +331,13 @@ impl Collector {
     }
 
     async fn process(self: &Arc<Self>, item: Item) {
+        // In flight before it leaves the queue, so the view never sees it in neither.
+        *self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(item.clone())
+            .or_default() += 1;
         self.queued
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -330,14 +357,22 @@ impl Collector {
             Err(why) => {
                 let attempts = {
                     let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-                    let attempts = failures.entry(item.clone()).or_default();
-                    *attempts += 1;
-                    *attempts
+                    let failure = failures.entry(item.clone()).or_default();
+                    failure.attempts += 1;
+                    failure.last_error = why.clone();
+                    failure.attempts
                 };
                 let delay = Duration::from_millis(100u64.saturating_mul(1 << attempts.min(9)))
                     .min(MAX_BACKOFF);
                 tracing::debug!(?item, %why, ?delay, "garbage collection will retry");
-                self.enqueue_after(item, delay);
+                self.enqueue_after(item.clone(), delay);
+            }
+        }
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(workers) = in_flight.get_mut(&item) {
+            *workers -= 1;
+            if *workers == 0 {
+                in_flight.remove(&item);
             }
         }
     }

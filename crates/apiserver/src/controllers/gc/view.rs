@@ -1,0 +1,143 @@
+//! A read-only view of what the garbage collector knows, for deletion insight: its ownership
+//! index (owner → dependents), which items have work queued, running or waiting for a retry,
+//! and how deep its queue is.
+//!
+//! The view shares the collector's state (the same locks the collector takes), so an answer
+//! is current to the collector's own knowledge. It never changes that state.
+//!
+//! # Guarantees
+//! - [`GcView::work_for_orphan`] and [`GcView::work_for_attempt`] report an item as queued,
+//!   in flight or retrying from the moment it is queued until its processing succeeded; an
+//!   item moves from "queued" to "in flight" with no gap in between.
+//!
+//! # Caveats
+//! - The graph follows the store's change stream, so it may lag the newest revision by the
+//!   stream's latency. Callers that answer at one store revision re-read what the graph names
+//!   at that revision.
+//! - A view whose collector is not running (the server was started without it, or it has not
+//!   built its first graph yet) answers [`GcView::running`] with false and knows nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::graph::{Graph, Item};
+
+/// Why an item is being retried: how often it failed and the last error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Failure {
+    pub attempts: u32,
+    pub last_error: String,
+}
+
+/// The collector's state the view shares.
+#[derive(Clone, Default)]
+pub struct GcView {
+    pub(super) graph: Arc<Mutex<Graph>>,
+    pub(super) queued: Arc<Mutex<HashSet<Item>>>,
+    pub(super) in_flight: Arc<Mutex<HashMap<Item, usize>>>,
+    pub(super) failures: Arc<Mutex<HashMap<Item, Failure>>>,
+    pub(super) running: Arc<AtomicBool>,
+}
+
+/// The collector's work for one item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GcWork {
+    /// Waiting in the queue.
+    Queued,
+    /// A worker is on it now.
+    InFlight,
+    /// It failed and waits for its next attempt.
+    Retrying { attempts: u32, last_error: String },
+}
+
+/// One dependent of an owner, as the graph knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dependent {
+    pub uid: String,
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Its reference to the owner has `blockOwnerDeletion: true`.
+    pub block_owner_deletion: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl GcView {
+    /// Whether a collector is running and has built its graph.
+    pub fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Release);
+    }
+
+    /// Items waiting in the attempt-to-delete and orphan queues.
+    pub fn queue_depth(&self) -> usize {
+        lock(&self.queued).len()
+    }
+
+    /// The orphan work (GC16) for the object `uid`, if any.
+    pub fn work_for_orphan(&self, uid: &str) -> Option<GcWork> {
+        self.work_for(&Item::Orphan(uid.to_string()))
+    }
+
+    /// The attempt-to-delete work (GC4–GC14) for the object `uid`, if any.
+    pub fn work_for_attempt(&self, uid: &str) -> Option<GcWork> {
+        self.work_for(&Item::AttemptToDelete(uid.to_string()))
+    }
+
+    fn work_for(&self, item: &Item) -> Option<GcWork> {
+        // In the order process() moves an item through: in flight is marked before the item
+        // leaves the queue, and the failure is recorded before it leaves "in flight".
+        if lock(&self.queued).contains(item) {
+            return Some(GcWork::Queued);
+        }
+        if lock(&self.in_flight).contains_key(item) {
+            return Some(GcWork::InFlight);
+        }
+        lock(&self.failures)
+            .get(item)
+            .map(|failure| GcWork::Retrying {
+                attempts: failure.attempts,
+                last_error: failure.last_error.clone(),
+            })
+    }
+
+    /// The dependents the graph knows for the owner `uid`; None when the owner is not in the
+    /// graph. Owners referenced but never observed (virtual nodes) are not dependents.
+    pub fn dependents(&self, uid: &str) -> Option<Vec<Dependent>> {
+        let graph = lock(&self.graph);
+        let node = graph.nodes.get(uid)?;
+        let mut dependents: Vec<Dependent> = node
+            .dependents
+            .iter()
+            .filter_map(|dependent_uid| {
+                let dependent = graph.nodes.get(dependent_uid)?;
+                if dependent.virtual_node {
+                    return None;
+                }
+                Some(Dependent {
+                    uid: dependent_uid.clone(),
+                    api_version: dependent.identity.api_version.clone(),
+                    kind: dependent.identity.kind.clone(),
+                    namespace: dependent.identity.namespace.clone(),
+                    name: dependent.identity.name.clone(),
+                    block_owner_deletion: dependent
+                        .owners
+                        .iter()
+                        .any(|o| o.uid == uid && o.block_owner_deletion),
+                })
+            })
+            .collect();
+        dependents.sort_by(|a, b| {
+            (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name))
+        });
+        Some(dependents)
+    }
+}

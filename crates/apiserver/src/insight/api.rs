@@ -1,0 +1,326 @@
+//! The wire types of `deletion.finale.dev/v1alpha1`: `DeletionReview` and `FinalizerClaim`.
+//!
+//! Plain serde types, meant to be shared with clients (the `finale` CLI, operators): they
+//! implement `k8s_openapi::Resource` and `Metadata`, so kube-rs serves them through a typed
+//! `Api<DeletionReview>` / `Api<FinalizerClaim>` like any built-in kind. The server itself
+//! keeps objects as JSON and uses these types to read claims and to write review answers.
+//!
+//! # Guarantees
+//! - Unknown enum values (a newer server's cause type or verdict) decode as `Other` rather
+//!   than failing, so an older client can still print the rest of an answer.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "deletion.finale.dev";
+pub const VERSION: &str = "v1alpha1";
+pub const API_VERSION: &str = "deletion.finale.dev/v1alpha1";
+
+/// The node limit of a review that names none.
+pub const DEFAULT_MAX_NODES: u32 = 500;
+
+// ---------------------------------------------------------------------------------------------
+// DeletionReview
+// ---------------------------------------------------------------------------------------------
+
+/// Asks the server why an object is not gone (`Explain`). Create-only: the answer comes back
+/// in `status` and nothing is stored.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionReview {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: DeletionReviewSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeletionReviewStatus>,
+}
+
+impl DeletionReview {
+    /// A review of `spec`, with `apiVersion` and `kind` filled in.
+    pub fn new(spec: DeletionReviewSpec) -> Self {
+        DeletionReview {
+            api_version: API_VERSION.into(),
+            kind: "DeletionReview".into(),
+            metadata: ObjectMeta::default(),
+            spec,
+            status: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionReviewSpec {
+    pub target: TargetRef,
+    #[serde(default)]
+    pub mode: ReviewMode,
+    /// The most cause nodes the answer holds; what does not fit is counted ("…and N more").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
+}
+
+/// The object a review is about: `apiVersion` with `kind` or `resource`, and its name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRef {
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// The plural resource name, as an alternative to `kind`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// The object the caller means; another object of the same name is a different object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReviewMode {
+    /// Why is this object not gone yet?
+    #[default]
+    Explain,
+    /// What would a DELETE of it do? (Not served yet.)
+    Plan,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionReviewStatus {
+    pub verdict: Verdict,
+    /// The store revision every read of this answer was made at.
+    pub resource_version: String,
+    /// One line for a person: the verdict and its main reason.
+    pub summary: String,
+    /// Why the object is still there, root causes first; empty when it is gone or not
+    /// being deleted.
+    #[serde(default)]
+    pub causes: Vec<CauseNode>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The object does not exist (any more).
+    Gone,
+    /// The object exists and nobody asked to delete it.
+    #[default]
+    NotDeleting,
+    /// Being deleted, and whatever holds it is alive and working.
+    Progressing,
+    /// Being deleted, and something that holds it is dead, unknown or has nobody to act.
+    Stuck,
+    #[serde(other)]
+    Other,
+}
+
+/// Whether one cause resolves by itself (`Progressing`) or needs a person (`Stuck`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CauseState {
+    #[default]
+    Progressing,
+    Stuck,
+    #[serde(other)]
+    Other,
+}
+
+/// What keeps an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum CauseType {
+    /// A finalizer some controller has to remove.
+    Finalizer,
+    /// Foreground deletion waits for dependents with `blockOwnerDeletion`.
+    ForegroundDependents,
+    /// The garbage collector's `orphan` finalizer.
+    OrphanFinalizer,
+    /// The garbage collector's `foregroundDeletion` finalizer, with nothing left to wait for.
+    ForegroundFinalizer,
+    /// A terminating namespace's content.
+    NamespaceContent,
+    /// A Pod's grace period.
+    PodGracePeriod,
+    /// Not deleted yet: whoever deletes it (the namespace controller, the garbage collector)
+    /// has not got to it.
+    PendingDeletion,
+    /// Nodes left out to keep the answer within `maxNodes`.
+    More,
+    #[serde(other)]
+    Other,
+}
+
+/// One cause in the tree. A node about one object names it in `object`; a node that groups
+/// objects (under `NamespaceContent`) has no `object` and lists them as children.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CauseNode {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<ObjectRef>,
+    #[serde(rename = "type")]
+    pub type_: CauseType,
+    pub state: CauseState,
+    pub message: String,
+    /// Since when this cause holds (RFC 3339), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub evidence: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<CauseNode>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// `Kind/name` or `Kind namespace/name`, for messages.
+    pub fn display(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}/{}", self.kind, self.name)
+        } else {
+            format!("{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// FinalizerClaim
+// ---------------------------------------------------------------------------------------------
+
+/// A controller's declaration that it removes a finalizer (or every finalizer under a
+/// `domain/` prefix) from objects of some resources, and the Lease that shows it is alive.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerClaim {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: FinalizerClaimSpec,
+}
+
+impl FinalizerClaim {
+    /// A claim named `name`, with `apiVersion` and `kind` filled in.
+    pub fn new(name: &str, spec: FinalizerClaimSpec) -> Self {
+        FinalizerClaim {
+            api_version: API_VERSION.into(),
+            kind: "FinalizerClaim".into(),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerClaimSpec {
+    /// An exact finalizer name, or a prefix ending in `/` (`db.finale.dev/`).
+    pub finalizer: String,
+    /// The resources whose objects the claim covers.
+    pub resources: Vec<GroupResource>,
+    /// Who removes the finalizer: the controller's identity.
+    pub controller: String,
+    /// The Lease the controller keeps renewed while it runs.
+    pub lease: LeaseRef,
+    /// How long a cleanup is expected to take at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cleanup_seconds: Option<i64>,
+    /// What the cleanup removes (for people: "PostgreSQL database and role").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleans_up: Vec<String>,
+    #[serde(default)]
+    pub force_policy: ForcePolicy,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupResource {
+    /// Empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Whether a person may remove the claimed finalizer in the controller's place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForcePolicy {
+    #[default]
+    Never,
+    WhenOwnerDead,
+    Always,
+}
+
+impl ForcePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForcePolicy::Never => "Never",
+            ForcePolicy::WhenOwnerDead => "WhenOwnerDead",
+            ForcePolicy::Always => "Always",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kube-rs: both kinds are cluster-scoped resources of this group
+// ---------------------------------------------------------------------------------------------
+
+impl k8s_openapi::Resource for DeletionReview {
+    const API_VERSION: &'static str = API_VERSION;
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "DeletionReview";
+    const VERSION: &'static str = VERSION;
+    const URL_PATH_SEGMENT: &'static str = "deletionreviews";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for DeletionReview {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl k8s_openapi::Resource for FinalizerClaim {
+    const API_VERSION: &'static str = API_VERSION;
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "FinalizerClaim";
+    const VERSION: &'static str = VERSION;
+    const URL_PATH_SEGMENT: &'static str = "finalizerclaims";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for FinalizerClaim {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

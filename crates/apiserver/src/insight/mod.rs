@@ -1,0 +1,406 @@
+//! Deletion insight: the built-in API group `deletion.finale.dev/v1alpha1`.
+//!
+//! - `FinalizerClaim` (cluster-scoped, stored, every verb): a controller declares the
+//!   finalizers it removes and the Lease that shows it is alive ([`claims`]).
+//! - `DeletionReview` (cluster-scoped, create-only, like `SubjectAccessReview`): POST a
+//!   target and get it back with `status` filled in — why the object is not gone yet
+//!   ([`review`]). Nothing is stored; every other verb is 405.
+//!
+//! Both are served from the catalog like any built-in kind, so discovery (legacy and
+//! aggregated), the OpenAPI stub, kubectl and kube-rs see them without special cases. The
+//! wire types are in [`api`].
+//!
+//! # Guarantees
+//! - A review's answer is computed from one store revision, reported as
+//!   `status.resourceVersion`, plus the garbage collector's live queues and graph.
+//! - Bad input gets a 422 `Status` naming the field; `mode: Plan` gets a 422 saying it is not
+//!   implemented yet.
+//!
+//! # Caveats
+//! - Plan mode, finalizer provenance, `FinalizerRemoval` and claim status are not served yet.
+
+pub mod api;
+pub mod claims;
+pub mod review;
+pub mod snapshot;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub use api::{API_VERSION, GROUP, VERSION};
+
+use crate::controllers::gc::GcView;
+use crate::crd::schema::StructuralSchema;
+use crate::field_validation::{self, FieldValidation};
+use crate::object;
+use crate::registry::Registry;
+use crate::resources::ResourceType;
+use crate::status::{ApiError, ApiResult};
+use crate::validation::FieldError;
+use api::{CauseState, DeletionReviewSpec, DeletionReviewStatus, ReviewMode, Verdict};
+use snapshot::Snapshot;
+
+/// The largest `spec.maxNodes` a review may ask for.
+pub const MAX_NODES_LIMIT: u32 = 10_000;
+
+/// The structural schema of `DeletionReview`'s request part.
+fn review_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["target"],
+                "properties": {
+                    "target": {
+                        "type": "object",
+                        "required": ["apiVersion", "name"],
+                        "properties": {
+                            "apiVersion": {"type": "string", "minLength": 1},
+                            "kind": {"type": "string"},
+                            "resource": {"type": "string"},
+                            "namespace": {"type": "string"},
+                            "name": {"type": "string", "minLength": 1},
+                            "uid": {"type": "string"}
+                        }
+                    },
+                    "mode": {"type": "string", "enum": ["Explain", "Plan"], "default": "Explain"},
+                    "maxNodes": {
+                        "type": "integer",
+                        "format": "int32",
+                        "minimum": 1,
+                        "maximum": MAX_NODES_LIMIT,
+                        "default": api::DEFAULT_MAX_NODES
+                    }
+                }
+            },
+            // Answers only; whatever a client sends here is replaced.
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }
+    })
+}
+
+fn compiled(schema: &Value, what: &str) -> Arc<StructuralSchema> {
+    match StructuralSchema::compile(schema, "schema") {
+        Ok(schema) => Arc::new(schema),
+        // A compile-time constant: a failure here is a bug caught by the unit tests.
+        Err(errors) => panic!("the built-in {what} schema does not compile: {errors:?}"),
+    }
+}
+
+/// A resource type of this group: cluster-scoped, with a structural schema.
+fn resource_type(kind: &str, plural: &str, schema: Value) -> ResourceType {
+    let mut resource = ResourceType::builtin(GROUP, VERSION, kind, plural, false);
+    resource.tracks_generation = true;
+    resource.schema = Some(compiled(&schema, kind));
+    resource
+}
+
+/// The group's served types, for the catalog.
+pub fn resource_types() -> Vec<ResourceType> {
+    let mut claim = resource_type("FinalizerClaim", "finalizerclaims", claims::schema());
+    claim.validation = Some(claims::validate);
+    let mut review = resource_type("DeletionReview", "deletionreviews", review_schema());
+    review.create_only = true;
+    review.tracks_generation = false;
+    vec![claim, review]
+}
+
+/// A review's answer and the `Warning`s for the client.
+pub struct Answer {
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
+
+/// What answers reviews: the registry (for the store and the catalog) and the garbage
+/// collector's view.
+pub struct Insight {
+    registry: Arc<Registry>,
+    gc: GcView,
+}
+
+impl Insight {
+    pub fn new(registry: Arc<Registry>, gc: GcView) -> Self {
+        Insight { registry, gc }
+    }
+
+    /// POST of a `DeletionReview`: validates it, answers it, stores nothing.
+    pub async fn review(
+        &self,
+        resource: &ResourceType,
+        mut object: Value,
+        field_validation: FieldValidation,
+    ) -> ApiResult<Answer> {
+        check_type_meta(resource, &object)?;
+        let mut warnings = Vec::new();
+        let schema = resource
+            .schema
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("DeletionReview has no schema"))?;
+        let unknown = schema.prune(&mut object);
+        match field_validation {
+            FieldValidation::Strict if !unknown.is_empty() => {
+                return Err(ApiError::bad_request(
+                    field_validation::bad_request_message(
+                        &resource.kind,
+                        &resource.version,
+                        &unknown,
+                        &[],
+                    ),
+                ));
+            }
+            FieldValidation::Warn => warnings.extend(field_validation::warnings(&unknown, &[])),
+            _ => {}
+        }
+        schema.apply_defaults(&mut object);
+        let name = object::name(&object).to_string();
+        let mut errors = schema.validate(&object);
+        let target_type = if errors.is_empty() {
+            self.check_target(&object, &mut errors)
+        } else {
+            None
+        };
+        let invalid =
+            |errors: &[FieldError]| ApiError::invalid(&resource.kind, GROUP, &name, errors);
+        if !errors.is_empty() {
+            return Err(invalid(&errors));
+        }
+        let spec: DeletionReviewSpec = object
+            .get("spec")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("spec does not decode: {e}")))?
+            .unwrap_or_default();
+        if spec.mode == ReviewMode::Plan {
+            return Err(invalid(&[FieldError::invalid(
+                "spec.mode",
+                "Plan",
+                "Plan mode is not implemented yet; only Explain is served for now",
+            )]));
+        }
+        let Some(target_type) = target_type else {
+            return Err(ApiError::internal(
+                "the review's target type was not resolved",
+            ));
+        };
+        let status = self.explain(&target_type, &spec).await?;
+        let status = serde_json::to_value(status)
+            .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(API_VERSION));
+            map.insert("kind".into(), json!(resource.kind));
+            map.entry("metadata").or_insert_with(|| json!({}));
+            map.insert("status".into(), status);
+        }
+        Ok(Answer { object, warnings })
+    }
+
+    /// The target's served type, or field errors: an unknown type, both or neither of `kind`
+    /// and `resource`, a namespace that does not fit the type's scope.
+    fn check_target(
+        &self,
+        object: &Value,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<Arc<ResourceType>> {
+        let text = |field: &str| {
+            object
+                .pointer(&format!("/spec/target/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (api_version, kind, plural, namespace) = (
+            text("apiVersion"),
+            text("kind"),
+            text("resource"),
+            text("namespace"),
+        );
+        let catalog = self.registry.catalog();
+        let found = match (kind.is_empty(), plural.is_empty()) {
+            (false, false) => {
+                errors.push(FieldError::invalid(
+                    "spec.target",
+                    format!("kind {kind:?}, resource {plural:?}"),
+                    "give either kind or resource, not both",
+                ));
+                return None;
+            }
+            (true, true) => {
+                errors.push(FieldError::required(
+                    "spec.target.kind",
+                    "give the target's kind (or its plural resource name in spec.target.resource)",
+                ));
+                return None;
+            }
+            (false, true) => catalog.lookup_kind(api_version, kind).ok_or_else(|| {
+                FieldError::invalid(
+                    "spec.target.kind",
+                    kind,
+                    &format!("no resource of kind {kind} is served at {api_version}"),
+                )
+            }),
+            (true, false) => {
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                catalog.lookup(group, version, plural).ok_or_else(|| {
+                    FieldError::invalid(
+                        "spec.target.resource",
+                        plural,
+                        &format!("no resource {plural} is served at {api_version}"),
+                    )
+                })
+            }
+        };
+        let target_type = match found {
+            Ok(found) if found.create_only => {
+                errors.push(FieldError::invalid(
+                    "spec.target",
+                    found.kind.clone(),
+                    "reviews are not stored, so there is nothing to explain",
+                ));
+                return None;
+            }
+            Ok(found) => found,
+            Err(error) => {
+                errors.push(error);
+                return None;
+            }
+        };
+        match (target_type.namespaced, namespace.is_empty()) {
+            (true, true) => errors.push(FieldError::required(
+                "spec.target.namespace",
+                &format!("{} is namespaced: give its namespace", target_type.kind),
+            )),
+            (false, false) => errors.push(FieldError::invalid(
+                "spec.target.namespace",
+                namespace,
+                &format!(
+                    "{} is cluster-scoped: leave the namespace empty",
+                    target_type.kind
+                ),
+            )),
+            _ => {}
+        }
+        Some(target_type)
+    }
+
+    /// Explain mode, at the store's latest revision.
+    async fn explain(
+        &self,
+        target_type: &ResourceType,
+        spec: &DeletionReviewSpec,
+    ) -> ApiResult<DeletionReviewStatus> {
+        let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        let target = &spec.target;
+        let namespace = Some(target.namespace.as_str()).filter(|n| !n.is_empty());
+        let shown = if target.namespace.is_empty() {
+            format!("{} {}", target_type.kind, target.name)
+        } else {
+            format!("{} {}/{}", target_type.kind, target.namespace, target.name)
+        };
+        let mut status = DeletionReviewStatus {
+            resource_version: snapshot.revision().to_string(),
+            ..DeletionReviewStatus::default()
+        };
+        let Some(object) = snapshot.get(target_type, namespace, &target.name).await? else {
+            status.verdict = Verdict::Gone;
+            status.summary = format!("{shown} does not exist: it is gone (or never existed)");
+            return Ok(status);
+        };
+        let uid = object::uid(&object);
+        if !target.uid.is_empty() && target.uid != uid {
+            status.verdict = Verdict::Gone;
+            status.summary = format!(
+                "{shown} with uid {} is gone; another object of the same name (uid {uid}) exists now",
+                target.uid
+            );
+            return Ok(status);
+        }
+        if !object::is_terminating(&object) {
+            status.verdict = Verdict::NotDeleting;
+            status.summary = format!("{shown} exists and is not being deleted");
+            return Ok(status);
+        }
+        let now = chrono::Utc::now();
+        let catalog = self.registry.catalog();
+        let mut explainer = review::Explainer::new(catalog, &snapshot, &self.gc, now).await?;
+        let mut causes = explainer.explain_object(target_type, &object, 0).await?;
+        let stuck = causes.iter().any(|c| c.state == CauseState::Stuck);
+        status.verdict = if stuck {
+            Verdict::Stuck
+        } else {
+            Verdict::Progressing
+        };
+        let wanted = if stuck {
+            CauseState::Stuck
+        } else {
+            CauseState::Progressing
+        };
+        status.summary = match review::leading_leaf(&causes, wanted) {
+            Some(leaf) => {
+                let about = match &leaf.object {
+                    Some(o) if o.uid != uid => format!("{}: ", o.display()),
+                    _ => String::new(),
+                };
+                let first_sentence = leaf.message.split(": ").next().unwrap_or(&leaf.message);
+                let verb = if stuck {
+                    "is stuck"
+                } else {
+                    "is being deleted"
+                };
+                format!("{shown} {verb}: {about}{first_sentence}")
+            }
+            None => format!("{shown} is being deleted and nothing holds it: it is about to go"),
+        };
+        let max_nodes = spec.max_nodes.unwrap_or(api::DEFAULT_MAX_NODES) as usize;
+        review::limit_nodes(&mut causes, max_nodes);
+        status.causes = causes;
+        Ok(status)
+    }
+}
+
+/// The body's kind and apiVersion, when given, must be this type's.
+fn check_type_meta(resource: &ResourceType, object: &Value) -> ApiResult<()> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the request body must be a JSON object (a {})",
+            resource.kind
+        )));
+    }
+    if let Some(kind) = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty() && *k != resource.kind)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the body ({kind}) does not match the kind of the URL's resource ({})",
+            resource.kind
+        )));
+    }
+    if let Some(api_version) = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty() && *v != API_VERSION)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({API_VERSION})"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schemas_compile() {
+        let types = resource_types();
+        assert_eq!(types.len(), 2);
+        assert!(types.iter().all(|t| t.schema.is_some()));
+    }
+}
