@@ -49,7 +49,7 @@
 
 use serde_json::{Number, Value};
 
-use super::{MAX_NESTING_DEPTH, PatchError, nesting_depth};
+use super::{MAX_NESTING_DEPTH, PatchError, nesting_depth, nesting_depth_within};
 
 /// Upstream (`maxJSONPatchOperations`) rejects JSON patches with more operations than this
 /// with 413 `RequestEntityTooLarge`.
@@ -161,23 +161,6 @@ impl DepthBound {
             op.kind.name(),
         )))
     }
-}
-
-/// [`nesting_depth`], visiting at most `budget` values (`None` once it is spent).
-fn nesting_depth_within(value: &Value, budget: &mut usize) -> Option<usize> {
-    let mut deepest = 0;
-    let mut pending = vec![(value, 0)];
-    while let Some((value, above)) = pending.pop() {
-        *budget = budget.checked_sub(1)?;
-        let level = above + 1;
-        match value {
-            Value::Object(map) => pending.extend(map.values().map(|child| (child, level))),
-            Value::Array(items) => pending.extend(items.iter().map(|child| (child, level))),
-            _ => continue,
-        }
-        deepest = deepest.max(level);
-    }
-    Some(deepest)
 }
 
 /// The length of `value` serialized as JSON, without building the text.

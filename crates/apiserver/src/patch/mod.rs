@@ -76,9 +76,16 @@ pub const MAX_NESTING_DEPTH: usize = 127;
 /// How many objects and arrays are nested at the deepest point of `value` (0 for a scalar,
 /// 1 for `{}` or `[1]`). Iterative, so it is safe on any document.
 pub fn nesting_depth(value: &Value) -> usize {
+    let mut unlimited = usize::MAX;
+    nesting_depth_within(value, &mut unlimited).unwrap_or(usize::MAX)
+}
+
+/// [`nesting_depth`], visiting at most `budget` values (`None` once it is spent).
+pub fn nesting_depth_within(value: &Value, budget: &mut usize) -> Option<usize> {
     let mut deepest = 0;
     let mut pending = vec![(value, 0)];
     while let Some((value, above)) = pending.pop() {
+        *budget = budget.checked_sub(1)?;
         let level = above + 1;
         match value {
             Value::Object(map) => pending.extend(map.values().map(|child| (child, level))),
@@ -87,7 +94,7 @@ pub fn nesting_depth(value: &Value) -> usize {
         }
         deepest = deepest.max(level);
     }
-    deepest
+    Some(deepest)
 }
 
 impl PatchError {
