@@ -44,6 +44,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use std::time::Duration;
 
+use finale_operator::claims::OtherFinalizer;
 use finale_operator::condition::{self, READY};
 use finale_operator::error::{is_permanent, permanent_with_remedy};
 use finale_operator::events::EventType;
@@ -577,6 +578,26 @@ impl Reconciler for DatabaseReconciler {
 
     fn finalizers(&self) -> &'static [&'static str] {
         FINALIZERS
+    }
+
+    fn cleans_up(&self, finalizer: &str) -> &'static [&'static str] {
+        match finalizer {
+            DATABASE_FINALIZER => &["PostgreSQL database"],
+            ROLE_FINALIZER => &["PostgreSQL role"],
+            SECRET_FINALIZER => &["connection Secret protection"],
+            SECRET_IN_USE_FINALIZER => &[
+                "nothing: it keeps the connection Secret until the Databases using it are dropped",
+            ],
+            _ => &[],
+        }
+    }
+
+    fn other_finalizers(&self) -> &'static [OtherFinalizer] {
+        &[OtherFinalizer {
+            finalizer: SECRET_IN_USE_FINALIZER,
+            group: "",
+            resource: "secrets",
+        }]
     }
 
     fn deletion_policy(&self, database: &Database) -> Option<DeletionPolicy> {
