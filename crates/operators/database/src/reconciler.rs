@@ -727,3 +727,25 @@ impl Reconciler for DatabaseReconciler {
         Ok(Cleanup::Done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each finalizer's `FinalizerClaim` tells a person what its cleanup removes, and the
+    /// finalizer the operator puts on Secrets is claimed for Secrets.
+    #[test]
+    fn every_finalizer_is_claimed_with_what_it_cleans_up() {
+        let reconciler = DatabaseReconciler::new(Timeouts::default());
+        for finalizer in reconciler.finalizers() {
+            assert!(!reconciler.cleans_up(finalizer).is_empty(), "{finalizer}");
+        }
+        let others = reconciler.other_finalizers();
+        assert_eq!(others.len(), 1);
+        assert_eq!(
+            (others[0].finalizer, others[0].group, others[0].resource),
+            (SECRET_IN_USE_FINALIZER, "", "secrets")
+        );
+        assert!(!reconciler.cleans_up(SECRET_IN_USE_FINALIZER).is_empty());
+    }
+}
