@@ -148,7 +148,6 @@ fn claim_resource() -> ApiResource {
 }
 
 /// The claims of `finalizers` on `group`/`resource` plus `others`, held through `lease`.
-#[allow(clippy::too_many_arguments)]
 pub fn specs(
     controller: &str,
     lease: &LeaseConfig,
