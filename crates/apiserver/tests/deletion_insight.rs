@@ -1261,3 +1261,121 @@ async fn kube_rs_and_kubectl_read_reviews() {
 fn serde_saphyr_value(text: &str) -> Value {
     serde_saphyr::from_str(text).expect("kubectl prints YAML")
 }
+
+const UNCLAIMED_WARNING: &str = "299 - \"finalizer example.com/hold is not claimed by any controller; nothing may ever remove it\"";
+
+/// Given no claim for `example.com/hold`, when a create, a patch or an update adds it, then
+/// the response carries a `Warning` saying nothing may ever remove it; finalizers already
+/// there, system finalizers, and finalizers a claim covers earn none.
+#[tokio::test]
+async fn adding_an_unclaimed_finalizer_warns() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+    // Create with an unclaimed and a system finalizer: one warning, about the unclaimed one.
+    let reply = http
+        .post(
+            CONFIG_MAPS,
+            &config_map("held", &["example.com/hold", "kubernetes.io/pv-protection"]),
+        )
+        .await;
+    assert_eq!(reply.warnings, [UNCLAIMED_WARNING]);
+    reply.expect(201);
+    // A write that keeps the finalizer adds nothing: no warning.
+    let reply = http
+        .merge_patch(
+            &format!("{CONFIG_MAPS}/held"),
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    reply.expect(200);
+
+    // A patch that adds it warns too.
+    http.post(CONFIG_MAPS, &config_map("later", &[]))
+        .await
+        .expect(201);
+    let reply = http
+        .merge_patch(
+            &format!("{CONFIG_MAPS}/later"),
+            &json!({"metadata": {"finalizers": ["example.com/hold", "orphan"]}}),
+        )
+        .await;
+    assert_eq!(reply.warnings, [UNCLAIMED_WARNING]);
+    reply.expect(200);
+
+    // kube-rs, on the raw response of a create.
+    let body = serde_json::to_vec(&config_map("by-kube-rs", &["example.com/hold"])).unwrap();
+    let request = http::Request::post(CONFIG_MAPS)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let response = within(WAIT, server.client.send(request))
+        .await
+        .expect("create through kube-rs");
+    assert_eq!(response.status(), http::StatusCode::CREATED);
+    let warnings: Vec<&str> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(warnings, [UNCLAIMED_WARNING]);
+
+    // kubectl prints it on stderr.
+    let manifest = server.dir.path().join("held.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: by-kubectl\n  namespace: default\n  finalizers: [example.com/hold]\n",
+    )
+    .unwrap();
+    let output = within(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.running.kubeconfig)
+            .args(["create", "-f"])
+            .arg(&manifest)
+            .output(),
+    )
+    .await
+    .expect("run kubectl");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kubectl failed: {stderr}");
+    assert!(
+        stderr.contains(
+            "Warning: finalizer example.com/hold is not claimed by any controller; nothing may ever remove it"
+        ),
+        "{stderr}"
+    );
+
+    // Once a claim covers it (a domain prefix here), adding it is quiet.
+    http.post(
+        CLAIMS,
+        &claim(
+            "example",
+            "example.com/",
+            json!([{"resource": "configmaps"}]),
+            "holder",
+        ),
+    )
+    .await
+    .expect(201);
+    let reply = http
+        .post(CONFIG_MAPS, &config_map("claimed", &["example.com/hold"]))
+        .await;
+    assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    reply.expect(201);
+    // A claim for other resources does not cover Secrets.
+    let reply = http
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s", "finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(reply.warnings, [UNCLAIMED_WARNING]);
+    reply.expect(201);
+    server.shutdown().await;
+}

@@ -18,7 +18,10 @@
 //!   limit per external system ([`backoff`]); errors a callback marks permanent ([`error`]) are
 //!   reported as such (reason `PermanentError`) and retried at about the maximum backoff;
 //! - exports Prometheus metrics ([`metrics`]);
-//! - runs only while it holds a Lease ([`leader`]), and shuts down gracefully.
+//! - runs only while it holds a Lease ([`leader`]), and shuts down gracefully;
+//! - declares who removes its finalizers: one `FinalizerClaim` per finalizer, tied to its
+//!   leader Lease, so `finale explain` can name the controller and tell whether it is alive
+//!   ([`claims`]).
 //!
 //! # Guarantees
 //! - A finalizer is removed only after its cleanup step returned `Done` in this process, and
@@ -68,6 +71,7 @@
 //!   what a person fixes outside Kubernetes raises no event.
 
 pub mod backoff;
+pub mod claims;
 pub mod client;
 pub mod condition;
 pub mod error;

@@ -45,6 +45,7 @@ pub struct Metrics {
     reconciles: Family<ControllerLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
     finalizer_failures: Family<FinalizerLabels, Counter>,
+    claim_write_failures: Family<ControllerLabels, Counter>,
     terminating: Family<ControllerLabels, Gauge>,
     leader: Family<ControllerLabels, Gauge>,
     backoff_objects: Family<ControllerLabels, Gauge>,
@@ -65,6 +66,7 @@ impl Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             finalizer_failures: Family::default(),
+            claim_write_failures: Family::default(),
             terminating: Family::default(),
             leader: Family::default(),
             backoff_objects: Family::default(),
@@ -87,6 +89,11 @@ impl Metrics {
             "finalizer_execution_failures",
             "Cleanup steps that failed, by finalizer",
             metrics.finalizer_failures.clone(),
+        );
+        registry.register(
+            "finalizer_claim_write_failures",
+            "Attempts to write the controller's FinalizerClaims that failed (they are retried)",
+            metrics.claim_write_failures.clone(),
         );
         registry.register(
             "terminating_objects",
@@ -132,6 +139,13 @@ impl Metrics {
             controller: controller.to_string(),
             finalizer: finalizer.to_string(),
         }
+    }
+
+    /// One failed attempt to write the controller's `FinalizerClaim`s.
+    pub fn claim_write_failed(&self, controller: &str) {
+        self.claim_write_failures
+            .get_or_create(&Self::controller(controller))
+            .inc();
     }
 
     pub fn reconciled(&self, controller: &str, elapsed: Duration, failed: bool) {

@@ -46,6 +46,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{Attempts, Backoff, RateLimits};
+use crate::claims::{self, ForcePolicy, OtherFinalizer};
 use crate::client::Clients;
 use crate::condition::{self, DELETING, DeletionProgress};
 use crate::error;
@@ -100,6 +101,30 @@ pub trait Reconciler: Send + Sync + 'static {
     /// This controller's finalizers, in cleanup order: the first is cleaned up (and removed)
     /// first, the next only once it is gone.
     fn finalizers(&self) -> &'static [&'static str];
+
+    /// What cleaning up `finalizer` removes, for people ("PostgreSQL database"): the
+    /// `cleansUp` of its `FinalizerClaim` ([`crate::claims`]).
+    fn cleans_up(&self, _finalizer: &str) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// How long cleaning up `finalizer` is expected to take at most, if known: the claim's
+    /// `maxCleanupSeconds`.
+    fn max_cleanup(&self, _finalizer: &str) -> Option<Duration> {
+        None
+    }
+
+    /// Whether a person may remove `finalizer` in this controller's place: the claim's
+    /// `forcePolicy`. By default only while the controller is dead (its Lease expired).
+    fn force_policy(&self, _finalizer: &str) -> ForcePolicy {
+        ForcePolicy::WhenOwnerDead
+    }
+
+    /// Finalizers this controller puts on objects of other kinds, so that they are claimed
+    /// too.
+    fn other_finalizers(&self) -> &'static [OtherFinalizer] {
+        &[]
+    }
 
     /// The deletion policy the object's spec asks for, if it has such a field.
     fn deletion_policy(&self, _object: &Self::Resource) -> Option<DeletionPolicy> {
@@ -306,13 +331,20 @@ where
     let name = reconciler.name();
     let recorder = EventRecorder::new(
         clients.requests.clone(),
-        format!("finale-{name}-operator"),
+        controller_name(name),
         settings.identity.clone(),
     );
     let elector = settings
         .leader_election
         .clone()
         .map(|lease| LeaderElector::new(clients.requests.clone(), lease));
+    write_claims(
+        &clients.requests,
+        &reconciler,
+        &settings,
+        &metrics,
+        &shutdown,
+    );
     let shared = Arc::new(Shared {
         reconciler,
         context: Context {
@@ -368,6 +400,56 @@ where
             return Ok(());
         }
     }
+}
+
+/// Starts writing the controller's `FinalizerClaim`s in the background ([`crate::claims`]),
+/// tied to its leader Lease; without leader election there is no Lease, so none are written.
+fn write_claims<R: Reconciler>(
+    client: &Client,
+    reconciler: &R,
+    settings: &Settings,
+    metrics: &Arc<Metrics>,
+    shutdown: &CancellationToken,
+) {
+    let name = reconciler.name();
+    let Some(lease) = &settings.leader_election else {
+        tracing::info!(
+            controller = name,
+            "no leader election, so no Lease to prove this controller alive: FinalizerClaims are not written"
+        );
+        return;
+    };
+    let specs = claims::specs(
+        &controller_name(name),
+        lease,
+        &R::Resource::group(&()),
+        &R::Resource::plural(&()),
+        reconciler.finalizers(),
+        reconciler.other_finalizers(),
+        |finalizer| {
+            (
+                reconciler
+                    .cleans_up(finalizer)
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                reconciler.max_cleanup(finalizer),
+                reconciler.force_policy(finalizer),
+            )
+        },
+    );
+    tokio::spawn(claims::maintain(
+        client.clone(),
+        name,
+        specs,
+        Arc::clone(metrics),
+        shutdown.clone(),
+    ));
+}
+
+/// The operator's name in Events and `FinalizerClaim`s: `finale-<name>-operator`.
+pub fn controller_name(name: &str) -> String {
+    format!("finale-{name}-operator")
 }
 
 /// Gives the Lease up (a no-op when it is no longer ours), logging the outcome.

@@ -185,6 +185,77 @@ pub fn matching<'a>(
     (covering, other)
 }
 
+/// Every stored claim at the store's latest revision; claims that do not decode are skipped
+/// (and logged), so one bad claim never hides the others.
+pub async fn load(
+    store: std::sync::Arc<dyn finale_store::Store>,
+    catalog: &crate::resources::Catalog,
+) -> crate::status::ApiResult<Vec<Claim>> {
+    let Some(claim_type) = catalog.lookup(super::GROUP, super::VERSION, "finalizerclaims") else {
+        return Ok(Vec::new());
+    };
+    let snapshot = super::snapshot::Snapshot::latest(store).await?;
+    Ok(decode_all(snapshot.list(&claim_type, None).await?))
+}
+
+/// Decodes stored claim objects, skipping (and logging) those that do not decode.
+pub fn decode_all(objects: Vec<Value>) -> Vec<Claim> {
+    objects
+        .into_iter()
+        .filter_map(|object| {
+            let name = crate::object::name(&object).to_string();
+            let spec = object.get("spec").cloned()?;
+            match serde_json::from_value(spec) {
+                Ok(spec) => Some(Claim { name, spec }),
+                Err(error) => {
+                    tracing::warn!(claim = %name, %error, "ignoring a FinalizerClaim that does not decode");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Finalizers that Kubernetes itself adds and removes, which no claim is expected for: the
+/// garbage collector's and the namespace controller's ([`STANDARD_FINALIZERS`]), the
+/// apiextensions server's `customresourcecleanup.apiextensions.k8s.io`, and the built-in
+/// controllers' names under `kubernetes.io/` or a `*.kubernetes.io/` or `*.k8s.io/` domain
+/// (`kubernetes.io/pv-protection`, `batch.kubernetes.io/job-tracking`).
+pub fn is_system_finalizer(finalizer: &str) -> bool {
+    if STANDARD_FINALIZERS.contains(&finalizer)
+        || finalizer == "customresourcecleanup.apiextensions.k8s.io"
+    {
+        return true;
+    }
+    let Some((domain, _)) = finalizer.split_once('/') else {
+        return false;
+    };
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|system| domain == *system || domain.ends_with(&format!(".{system}")))
+}
+
+/// The `Warning` texts for the finalizers a write adds (`added`) to an object of
+/// `group`/`resource` that no claim covers, system finalizers aside.
+pub fn unclaimed_warnings<'a>(
+    claims: &[Claim],
+    group: &str,
+    resource: &str,
+    added: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    added
+        .into_iter()
+        .filter(|finalizer| !is_system_finalizer(finalizer))
+        .filter(|finalizer| matching(claims, finalizer, group, resource).0.is_empty())
+        .map(unclaimed_warning)
+        .collect()
+}
+
+/// The warning a write gets for adding `finalizer` that no claim covers.
+pub fn unclaimed_warning(finalizer: &str) -> String {
+    format!("finalizer {finalizer} is not claimed by any controller; nothing may ever remove it")
+}
+
 /// A Lease as a claim's liveness evidence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaseState {
@@ -298,6 +369,53 @@ mod tests {
             finalizer_errors("kubernetes")[0]
                 .to_string()
                 .contains("system finalizer")
+        );
+    }
+
+    #[test]
+    fn system_finalizers_are_never_reported_as_unclaimed() {
+        for system in [
+            "orphan",
+            "foregroundDeletion",
+            "kubernetes",
+            "kubernetes.io/pv-protection",
+            "batch.kubernetes.io/job-tracking",
+            "customresourcecleanup.apiextensions.k8s.io",
+        ] {
+            assert!(is_system_finalizer(system), "{system}");
+        }
+        for other in [
+            "example.com/x",
+            "notkubernetes.io/x",
+            "cleanup",
+            "kubernetes.io.evil.com/x",
+        ] {
+            assert!(!is_system_finalizer(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn only_added_finalizers_without_a_covering_claim_are_warned_about() {
+        let claims = vec![Claim {
+            name: "db".into(),
+            spec: spec("db.finale.dev/"),
+        }];
+        let warnings = unclaimed_warnings(
+            &claims,
+            "db.finale.dev",
+            "databases",
+            ["db.finale.dev/cleanup", "example.com/x", "orphan"],
+        );
+        assert_eq!(
+            warnings,
+            [
+                "finalizer example.com/x is not claimed by any controller; nothing may ever remove it"
+            ]
+        );
+        // A claim for another resource does not cover the finalizer here.
+        assert_eq!(
+            unclaimed_warnings(&claims, "", "configmaps", ["db.finale.dev/cleanup"]).len(),
+            1
         );
     }
 

@@ -7,14 +7,21 @@
 //! reported as `Warning`s, or rejected (api-surface §6.7). Custom resources also warn about
 //! finalizer names without a domain (FN4). Finally the write is recorded in
 //! `metadata.managedFields` under its field manager (api-surface §6.6).
+//!
+//! Every kind also warns about a finalizer the write adds that no `FinalizerClaim` covers
+//! ([`unclaimed_finalizer_warnings`]): nothing declared will ever remove it.
 
+use std::sync::Arc;
+
+use finale_store::Store;
 use serde_json::Value;
 
 use super::WriteOptions;
 use crate::field_validation::{self, FieldValidation};
+use crate::insight::claims;
 use crate::object;
 use crate::patch::{self, PatchSchema};
-use crate::resources::ResourceType;
+use crate::resources::{Catalog, ResourceType};
 use crate::status::{ApiError, ApiResult};
 use crate::validation::{self, FieldError};
 
@@ -118,6 +125,44 @@ fn finalizer_warnings(object: &Value, before: Option<Vec<String>>) -> Vec<String
         .filter(|f| !before.contains(f))
         .filter_map(|f| validation::finalizer_warning(f))
         .collect()
+}
+
+/// `Warning`s for the finalizers `object` gains (all of them on create, `old` absent) that no
+/// `FinalizerClaim` covers for its resource, system finalizers aside: "finalizer X is not
+/// claimed by any controller; nothing may ever remove it".
+///
+/// Best effort: the claims are read only when a write adds a finalizer, and a failed read is
+/// logged and answers no warning, since a warning must never fail or block the write.
+pub(super) async fn unclaimed_finalizer_warnings(
+    store: &Arc<dyn Store>,
+    catalog: &Catalog,
+    resource: &ResourceType,
+    object: &Value,
+    old: Option<&Value>,
+) -> Vec<String> {
+    let before = old.map(object::finalizers).unwrap_or_default();
+    let added: Vec<String> = object::finalizers(object)
+        .into_iter()
+        .filter(|f| !before.contains(f) && !claims::is_system_finalizer(f))
+        .collect();
+    if added.is_empty() {
+        return Vec::new();
+    }
+    match claims::load(Arc::clone(store), catalog).await {
+        Ok(claims) => claims::unclaimed_warnings(
+            &claims,
+            &resource.group,
+            &resource.plural,
+            added.iter().map(String::as_str),
+        ),
+        Err(error) => {
+            tracing::warn!(
+                error = %error.message,
+                "could not read the FinalizerClaims; no unclaimed-finalizer warning for this write"
+            );
+            Vec::new()
+        }
+    }
 }
 
 /// The `managedFields` bookkeeping of a non-apply write: `manager` now owns what it changed.

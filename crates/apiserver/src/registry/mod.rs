@@ -618,7 +618,17 @@ impl Registry {
         if let Some(manager) = &options.field_manager {
             admit::record_manager(resource, None, &mut object, manager, None);
         }
-        let warnings = admission.warnings;
+        let mut warnings = admission.warnings;
+        warnings.extend(
+            admit::unclaimed_finalizer_warnings(
+                &self.store,
+                &self.catalog,
+                resource,
+                &object,
+                None,
+            )
+            .await,
+        );
 
         errors.extend(validate_object(resource, &object, namespace.as_deref()));
         if !errors.is_empty() {
@@ -813,7 +823,17 @@ impl Registry {
             let mut candidate = prepare_update(resource, &current, requested, subresource)?;
             let admission =
                 admit::admit_content(resource, &mut candidate, Some(&current), options)?;
-            let warnings = admission.warnings;
+            let mut warnings = admission.warnings;
+            warnings.extend(
+                admit::unclaimed_finalizer_warnings(
+                    &self.store,
+                    &self.catalog,
+                    resource,
+                    &candidate,
+                    Some(&current),
+                )
+                .await,
+            );
             let mut errors = admission.errors;
             errors.extend(validate_object(resource, &candidate, namespace));
             if !errors.is_empty() {

@@ -44,6 +44,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use std::time::Duration;
 
+use finale_operator::claims::OtherFinalizer;
 use finale_operator::condition::{self, READY};
 use finale_operator::error::{is_permanent, permanent_with_remedy};
 use finale_operator::events::EventType;
@@ -579,6 +580,26 @@ impl Reconciler for DatabaseReconciler {
         FINALIZERS
     }
 
+    fn cleans_up(&self, finalizer: &str) -> &'static [&'static str] {
+        match finalizer {
+            DATABASE_FINALIZER => &["PostgreSQL database"],
+            ROLE_FINALIZER => &["PostgreSQL role"],
+            SECRET_FINALIZER => &["connection Secret protection"],
+            SECRET_IN_USE_FINALIZER => &[
+                "nothing: it keeps the connection Secret until the Databases using it are dropped",
+            ],
+            _ => &[],
+        }
+    }
+
+    fn other_finalizers(&self) -> &'static [OtherFinalizer] {
+        &[OtherFinalizer {
+            finalizer: SECRET_IN_USE_FINALIZER,
+            group: "",
+            resource: "secrets",
+        }]
+    }
+
     fn deletion_policy(&self, database: &Database) -> Option<DeletionPolicy> {
         Some(database.spec.deletion_policy)
     }
@@ -704,5 +725,27 @@ impl Reconciler for DatabaseReconciler {
                 .await;
         }
         Ok(Cleanup::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each finalizer's `FinalizerClaim` tells a person what its cleanup removes, and the
+    /// finalizer the operator puts on Secrets is claimed for Secrets.
+    #[test]
+    fn every_finalizer_is_claimed_with_what_it_cleans_up() {
+        let reconciler = DatabaseReconciler::new(Timeouts::default());
+        for finalizer in reconciler.finalizers() {
+            assert!(!reconciler.cleans_up(finalizer).is_empty(), "{finalizer}");
+        }
+        let others = reconciler.other_finalizers();
+        assert_eq!(others.len(), 1);
+        assert_eq!(
+            (others[0].finalizer, others[0].group, others[0].resource),
+            (SECRET_IN_USE_FINALIZER, "", "secrets")
+        );
+        assert!(!reconciler.cleans_up(SECRET_IN_USE_FINALIZER).is_empty());
     }
 }

@@ -396,6 +396,10 @@ impl Reconciler for TenantReconciler {
         FINALIZERS
     }
 
+    fn cleans_up(&self, _finalizer: &str) -> &'static [&'static str] {
+        &["the tenant's namespaces and everything in them (their Databases included)"]
+    }
+
     fn watches(&self, controller: Controller<Tenant>, client: &Client) -> Controller<Tenant> {
         // Namespaces by their controller reference; Databases by the tenant label, so a
         // Database finishing its teardown wakes the tenant waiting for it.

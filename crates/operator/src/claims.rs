@@ -1,0 +1,310 @@
+//! The `FinalizerClaim`s of an operator, written by the toolkit so that `DeletionReview`,
+//! `finale explain` and the unclaimed-finalizer warning know who removes each finalizer and
+//! whether that controller is alive.
+//!
+//! [`crate::runtime::run`] writes one claim per finalizer of the [`Reconciler`] (and per
+//! finalizer it puts on other kinds, [`Reconciler::other_finalizers`]) with server-side apply,
+//! as soon as the operator starts competing for its leader Lease, standby replicas included.
+//! A claim names:
+//! - `finalizer`: the exact finalizer name;
+//! - `resources`: the Reconciler's resource type (group and plural), or the other kind's;
+//! - `controller`: the operator's name, `finale-<name>-operator` (as in its Events);
+//! - `lease`: its leader Lease (`namespace/name`), whose renewals prove the controller alive;
+//! - `cleansUp`, `maxCleanupSeconds` and `forcePolicy` from the Reconciler
+//!   ([`Reconciler::cleans_up`], [`Reconciler::max_cleanup`], [`Reconciler::force_policy`]).
+//!
+//! # Guarantees
+//! - Writing claims never stops or delays reconciling: it runs in its own task. A failure is
+//!   logged, counted in `finalizer_claim_write_failures_total`, and retried with backoff
+//!   (1 s doubling to 1 min) until it succeeds or the operator shuts down.
+//! - A cluster that does not serve `deletion.finale.dev` (404) is skipped quietly: one info
+//!   log, no retries, no failure counted.
+//! - Re-applying is idempotent: every replica applies the same content under the same field
+//!   manager ([`FIELD_MANAGER`]), so replicas never conflict over a claim.
+//!
+//! # Caveats
+//! - Without leader election there is no Lease, and a claim whose Lease is missing reads as a
+//!   dead controller (`Stuck`) to every reader. So the toolkit writes claims only when leader
+//!   election is on (the default of `finale operator`); with `--leader-elect=false` it writes
+//!   none and logs why, and adding its finalizers draws the unclaimed-finalizer warning.
+//! - Claims are not deleted when the operator stops: a stopped controller is exactly what a
+//!   claim with an expired Lease reports. Remove an uninstalled operator's claims by hand.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::leader::LeaseConfig;
+use crate::metrics::Metrics;
+
+/// The field manager of the toolkit's claim writes.
+pub const FIELD_MANAGER: &str = "finale-operator-claims";
+
+/// Whether a person may remove a claimed finalizer in the controller's place (with a
+/// `FinalizerRemoval`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForcePolicy {
+    /// Never: the cleanup must happen, however long it takes.
+    Never,
+    /// Only while the controller's Lease is expired (it is dead, not merely slow).
+    #[default]
+    WhenOwnerDead,
+    /// Whenever a person asks.
+    Always,
+}
+
+impl ForcePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForcePolicy::Never => "Never",
+            ForcePolicy::WhenOwnerDead => "WhenOwnerDead",
+            ForcePolicy::Always => "Always",
+        }
+    }
+}
+
+/// A finalizer an operator puts on objects of a kind other than its own resource (the
+/// Database operator's in-use finalizer on Secrets).
+#[derive(Clone, Copy, Debug)]
+pub struct OtherFinalizer {
+    pub finalizer: &'static str,
+    /// Empty for the core group.
+    pub group: &'static str,
+    /// The plural resource name (`secrets`).
+    pub resource: &'static str,
+}
+
+/// What one claim says, before it is rendered as an object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimSpec {
+    pub finalizer: String,
+    pub group: String,
+    pub resource: String,
+    pub controller: String,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    pub cleans_up: Vec<String>,
+    pub max_cleanup: Option<Duration>,
+    pub force_policy: ForcePolicy,
+}
+
+impl ClaimSpec {
+    /// The claim's object name: `<controller>.<finalizer>`, with every character a name may
+    /// not hold (`/`, `_`, upper case) made a `-`, e.g.
+    /// `finale-database-operator.finale.dev-database`.
+    pub fn name(&self) -> String {
+        let raw = format!("{}.{}", self.controller, self.finalizer);
+        let mut name: String = raw
+            .chars()
+            .map(|c| match c.to_ascii_lowercase() {
+                c @ ('a'..='z' | '0'..='9' | '.' | '-') => c,
+                _ => '-',
+            })
+            .collect();
+        name.truncate(253);
+        name.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+            .to_string()
+    }
+
+    /// The `FinalizerClaim` as server-side apply sends it.
+    pub fn object(&self) -> Value {
+        let mut spec = json!({
+            "finalizer": self.finalizer,
+            "resources": [{"group": self.group, "resource": self.resource}],
+            "controller": self.controller,
+            "lease": {"namespace": self.lease_namespace, "name": self.lease_name},
+            "forcePolicy": self.force_policy.as_str(),
+        });
+        if !self.cleans_up.is_empty() {
+            spec["cleansUp"] = json!(self.cleans_up);
+        }
+        if let Some(limit) = self.max_cleanup {
+            spec["maxCleanupSeconds"] = json!(limit.as_secs().max(1));
+        }
+        json!({
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": self.name()},
+            "spec": spec,
+        })
+    }
+}
+
+const API_VERSION: &str = "deletion.finale.dev/v1alpha1";
+const KIND: &str = "FinalizerClaim";
+
+fn claim_resource() -> ApiResource {
+    ApiResource {
+        group: "deletion.finale.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
+        plural: "finalizerclaims".into(),
+    }
+}
+
+/// The claims of `finalizers` on `group`/`resource` plus `others`, held through `lease`.
+pub fn specs(
+    controller: &str,
+    lease: &LeaseConfig,
+    group: &str,
+    resource: &str,
+    finalizers: &[&str],
+    others: &[OtherFinalizer],
+    describe: impl Fn(&str) -> (Vec<String>, Option<Duration>, ForcePolicy),
+) -> Vec<ClaimSpec> {
+    let own = finalizers.iter().map(|f| (*f, group, resource));
+    let other = others.iter().map(|o| (o.finalizer, o.group, o.resource));
+    own.chain(other)
+        .map(|(finalizer, group, resource)| {
+            let (cleans_up, max_cleanup, force_policy) = describe(finalizer);
+            ClaimSpec {
+                finalizer: finalizer.to_string(),
+                group: group.to_string(),
+                resource: resource.to_string(),
+                controller: controller.to_string(),
+                lease_namespace: lease.namespace.clone(),
+                lease_name: lease.name.clone(),
+                cleans_up,
+                max_cleanup,
+                force_policy,
+            }
+        })
+        .collect()
+}
+
+/// How one round of writes ended.
+#[derive(Debug)]
+enum Written {
+    All,
+    /// The server does not serve `deletion.finale.dev`.
+    NotServed,
+}
+
+async fn apply_all(client: &Client, claims: &[ClaimSpec]) -> Result<Written, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &claim_resource());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for claim in claims {
+        match api
+            .patch(&claim.name(), &params, &Patch::Apply(claim.object()))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Written::NotServed),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Written::All)
+}
+
+/// Writes `claims` until every one is stored, the server turns out not to serve claims, or
+/// `shutdown` fires. Never fails: failures are logged and counted, then retried.
+pub async fn maintain(
+    client: Client,
+    controller_label: &'static str,
+    claims: Vec<ClaimSpec>,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    const FIRST_RETRY: Duration = Duration::from_secs(1);
+    const LAST_RETRY: Duration = Duration::from_secs(60);
+    // Each round is bounded, so a hanging server delays only the claims, and only this long.
+    const ROUND_LIMIT: Duration = Duration::from_secs(30);
+    let mut retry = FIRST_RETRY;
+    loop {
+        let round = tokio::time::timeout(ROUND_LIMIT, apply_all(&client, &claims));
+        let outcome = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            outcome = round => outcome,
+        };
+        let error = match outcome {
+            Ok(Ok(Written::All)) => {
+                tracing::info!(
+                    controller = controller_label,
+                    claims = claims.len(),
+                    "wrote the FinalizerClaims"
+                );
+                return;
+            }
+            Ok(Ok(Written::NotServed)) => {
+                tracing::info!(
+                    controller = controller_label,
+                    "the API server does not serve deletion.finale.dev; no FinalizerClaims written"
+                );
+                return;
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {ROUND_LIMIT:?}"),
+        };
+        metrics.claim_write_failed(controller_label);
+        tracing::warn!(
+            controller = controller_label,
+            %error,
+            retry_in = ?retry,
+            "could not write the FinalizerClaims (cleanup goes on; `finale explain` cannot name this controller until they are written)"
+        );
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(retry) => {}
+        }
+        retry = (retry * 2).min(LAST_RETRY);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(finalizer: &str) -> ClaimSpec {
+        let lease = LeaseConfig::new("kube-system".into(), "lease".into(), "me".into());
+        specs(
+            "finale-database-operator",
+            &lease,
+            "finale.dev",
+            "databases",
+            &[finalizer],
+            &[],
+            |_| {
+                (
+                    vec!["PostgreSQL database".into()],
+                    None,
+                    ForcePolicy::default(),
+                )
+            },
+        )
+        .remove(0)
+    }
+
+    #[test]
+    fn names_are_valid_object_names_that_say_whose_and_which_finalizer() {
+        assert_eq!(
+            claim("finale.dev/database").name(),
+            "finale-database-operator.finale.dev-database"
+        );
+        assert_eq!(
+            claim("Example.COM/some_thing").name(),
+            "finale-database-operator.example.com-some-thing"
+        );
+    }
+
+    #[test]
+    fn the_object_carries_the_lease_resource_and_policy() {
+        let object = claim("finale.dev/database").object();
+        assert_eq!(object["spec"]["finalizer"], "finale.dev/database");
+        assert_eq!(
+            object["spec"]["resources"],
+            json!([{"group": "finale.dev", "resource": "databases"}])
+        );
+        assert_eq!(
+            object["spec"]["lease"],
+            json!({"namespace": "kube-system", "name": "lease"})
+        );
+        assert_eq!(object["spec"]["forcePolicy"], "WhenOwnerDead");
+        assert_eq!(object["spec"]["cleansUp"], json!(["PostgreSQL database"]));
+        assert!(object["spec"].get("maxCleanupSeconds").is_none());
+    }
+}
