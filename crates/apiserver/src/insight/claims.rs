@@ -191,10 +191,18 @@ pub async fn load(
     store: std::sync::Arc<dyn finale_store::Store>,
     catalog: &crate::resources::Catalog,
 ) -> crate::status::ApiResult<Vec<Claim>> {
+    let snapshot = super::snapshot::Snapshot::latest(store).await?;
+    at(&snapshot, catalog).await
+}
+
+/// Every FinalizerClaim stored at `snapshot`'s revision (none when the kind is not served).
+pub async fn at(
+    snapshot: &super::snapshot::Snapshot,
+    catalog: &crate::resources::Catalog,
+) -> crate::status::ApiResult<Vec<Claim>> {
     let Some(claim_type) = catalog.lookup(super::GROUP, super::VERSION, "finalizerclaims") else {
         return Ok(Vec::new());
     };
-    let snapshot = super::snapshot::Snapshot::latest(store).await?;
     Ok(decode_all(snapshot.list(&claim_type, None).await?))
 }
 

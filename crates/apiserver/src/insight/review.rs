@@ -145,25 +145,7 @@ impl<'a> Explainer<'a> {
         gc: &'a GcView,
         now: DateTime<Utc>,
     ) -> ApiResult<Explainer<'a>> {
-        let claims = match catalog.lookup(super::GROUP, super::VERSION, "finalizerclaims") {
-            Some(claim_type) => snapshot
-                .list(&claim_type, None)
-                .await?
-                .into_iter()
-                .filter_map(|object| {
-                    let name = object::name(&object).to_string();
-                    let spec = object.get("spec").cloned()?;
-                    match serde_json::from_value(spec) {
-                        Ok(spec) => Some(Claim { name, spec }),
-                        Err(error) => {
-                            tracing::warn!(claim = %name, %error, "ignoring a FinalizerClaim that does not decode");
-                            None
-                        }
-                    }
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let claims = claims::at(snapshot, catalog).await?;
         Ok(Explainer {
             catalog,
             snapshot,
