@@ -5,8 +5,10 @@
 
 mod common;
 
-use common::TestServer;
+use std::time::Duration;
+
 use common::raw::{Http, uid};
+use common::{TestServer, within};
 use serde_json::{Value, json};
 
 const REMOVALS: &str = "/apis/deletion.finale.dev/v1alpha1/finalizerremovals";
@@ -79,6 +81,25 @@ async fn removal_names(http: &Http) -> Vec<String> {
         .iter()
         .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect()
+}
+
+/// Runs kubectl against `server`: success, stdout, stderr.
+async fn kubectl(server: &TestServer, args: &[&str]) -> (bool, String, String) {
+    let output = within(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.running.kubeconfig)
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("run kubectl");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn message(status: &Value) -> &str {
@@ -262,6 +283,43 @@ async fn an_unclaimed_finalizer_is_removed_and_recorded_as_owner_unknown() {
     );
     assert_eq!(record["status"]["orphanedResources"], json!([]));
     assert_eq!(finalizers(&http, "orders").await, json!([CLAIMED]));
+
+    // kubectl: create from a file, the table, and no delete.
+    let file = server.dir.path().join("removal.yaml");
+    let document = format!(
+        "apiVersion: deletion.finale.dev/v1alpha1\nkind: FinalizerRemoval\nmetadata:\n  name: force-cleanup\nspec:\n  target:\n    apiVersion: v1\n    resource: configmaps\n    namespace: default\n    name: orders\n    uid: {}\n  resourceVersion: \"{}\"\n  finalizer: {CLAIMED}\n  reason: decommissioned\n",
+        uid(&orders),
+        http.get(&format!("{CONFIG_MAPS}/orders")).await.expect(200)["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("a resourceVersion")
+    );
+    std::fs::write(&file, document).expect("write removal.yaml");
+    let file = file.to_string_lossy().into_owned();
+    let (created, stdout, stderr) = kubectl(&server, &["create", "-f", &file]).await;
+    assert!(created, "kubectl create failed: {stderr}{stdout}");
+    // That was the last finalizer: the ConfigMap is gone.
+    http.get(&format!("{CONFIG_MAPS}/orders"))
+        .await
+        .expect_failure(404, "NotFound");
+    let (listed, stdout, stderr) = kubectl(&server, &["get", "finalizerremovals"]).await;
+    assert!(listed, "kubectl get failed: {stderr}");
+    let header: Vec<&str> = stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "TARGET", "FINALIZER", "REMOVED-BY", "AGE"]);
+    assert!(
+        stdout.lines().any(|line| line.starts_with("force-cleanup")
+            && line.contains("configmaps/default/orders")
+            && line.contains(CLAIMED)),
+        "{stdout}"
+    );
+    let (deleted, _, stderr) =
+        kubectl(&server, &["delete", "finalizerremoval", "force-audit"]).await;
+    assert!(!deleted, "kubectl delete must fail");
+    assert!(stderr.contains("immutable"), "{stderr}");
     server.shutdown().await;
 }
 

@@ -323,8 +323,7 @@ impl Insight {
 
         // 1. The evidence, at one revision.
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
-        let target = self
-            .check_target_state(&snapshot, &target_type, &spec, &shown)
+        self.check_target_state(&snapshot, &target_type, &spec, &shown)
             .await?;
         let evidence = self
             .judge_claims(&snapshot, &target_type, &spec, &shown)
@@ -408,7 +407,8 @@ impl Insight {
         };
 
         // 4. The event, where its namespace takes one.
-        self.record_event(&target_type, &target, &spec, &status.evidence)
+        // The target as written (or, when that was its last finalizer, as it went).
+        self.record_event(&target_type, &removed.object, &spec, &status.evidence)
             .await;
 
         // 5. Complete the record.
@@ -421,7 +421,7 @@ impl Insight {
                 &record_name,
                 None,
                 Subresource::Main,
-                &WriteOptions::default(),
+                &target_options,
                 |current| {
                     let mut next = current.clone();
                     next["status"]["phase"] = json!("Removed");
@@ -453,14 +453,14 @@ impl Insight {
     }
 
     /// Rule 1: the target exists with the uid, is being deleted, carries the finalizer and
-    /// is at the requested resourceVersion. Returns the target as read.
+    /// is at the requested resourceVersion.
     async fn check_target_state(
         &self,
         snapshot: &Snapshot,
         target_type: &ResourceType,
         spec: &FinalizerRemovalSpec,
         shown: &str,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<()> {
         let what = display(target_type, spec);
         let namespace = target_namespace(target_type, spec);
         let Some(target) = snapshot
@@ -507,7 +507,7 @@ impl Insight {
                 ),
             ));
         }
-        Ok(target)
+        Ok(())
     }
 
     /// Rules 3 and 4: the claims covering the finalizer and their Leases. Returns the
