@@ -450,3 +450,95 @@ async fn records_are_immutable_and_bad_requests_are_invalid() {
     assert_eq!(kept, record);
     server.shutdown().await;
 }
+
+const WIDGETS_CRD: &str =
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+fn widget_crd(required: &[&str]) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": required, "properties": {
+                        "size": {"type": "integer"}}}}}}}]}})
+}
+
+/// Polls POST `path` with `body` until it answers `status`, within [`common::WAIT`].
+async fn until_post_answers(http: &Http, path: &str, body: &Value, status: u16) {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let reply = http.post(path, body).await;
+        if reply.status == status {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "POST {path} never answered {status}; last: {} {}",
+            reply.status,
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The record is written before the target; when the target write then fails, the pending
+/// record is deleted again. A target write that fails after every check passed: a custom
+/// resource stored under a looser schema, which the tightened schema refuses on any update
+/// (there is no validation ratcheting yet; the test asserts that precondition).
+#[tokio::test]
+async fn a_failed_target_write_removes_nothing_and_leaves_no_record() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    http.post(crds, &widget_crd(&[])).await.expect(201);
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "finalizers": [UNCLAIMED]}, "spec": {}});
+    until_post_answers(&http, WIDGETS, &widget, 201).await;
+    http.delete(&format!("{WIDGETS}/w")).await.expect(200);
+    let stuck = http.get(&format!("{WIDGETS}/w")).await.expect(200);
+    assert!(
+        stuck["metadata"]["deletionTimestamp"].is_string(),
+        "{stuck}"
+    );
+
+    // The schema now requires spec.size; a new widget without it is refused once it applies.
+    let mut crd = http.get(WIDGETS_CRD).await.expect(200);
+    crd["spec"]["versions"] = widget_crd(&["size"])["spec"]["versions"].clone();
+    http.put(WIDGETS_CRD, &crd).await.expect(200);
+    let mut sentinel = widget.clone();
+    sentinel["metadata"] = json!({"name": "sentinel"});
+    until_post_answers(&http, WIDGETS, &sentinel, 422).await;
+    // Precondition: any update of the stuck widget is refused now.
+    http.merge_patch(
+        &format!("{WIDGETS}/w"),
+        &json!({"metadata": {"labels": {"a": "b"}}}),
+    )
+    .await
+    .expect_failure(422, "Invalid");
+
+    let mut request = json!({"apiVersion": "deletion.finale.dev/v1alpha1", "kind": "FinalizerRemoval",
+        "metadata": {"name": "force-widget"},
+        "spec": {"target": {"apiVersion": "example.com/v1", "kind": "Widget",
+                "namespace": "default", "name": "w", "uid": uid(&stuck)},
+            "finalizer": UNCLAIMED, "reason": "test"}});
+    request["spec"]["resourceVersion"] = stuck["metadata"]["resourceVersion"].clone();
+    let refused = http
+        .post(REMOVALS, &request)
+        .await
+        .expect_failure(422, "Invalid");
+    assert!(
+        message(&refused).contains("Nothing was removed and nothing was recorded"),
+        "{refused:#}"
+    );
+    let still = http.get(&format!("{WIDGETS}/w")).await.expect(200);
+    assert_eq!(still["metadata"]["finalizers"], json!([UNCLAIMED]));
+    assert_eq!(
+        still["metadata"]["resourceVersion"],
+        stuck["metadata"]["resourceVersion"]
+    );
+    assert!(removal_names(&http).await.is_empty(), "nothing recorded");
+    server.shutdown().await;
+}
