@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use common::raw::{Http, uid};
 use common::{TestServer, within};
+use finale_apiserver::insight::api::ForcePolicy;
+use finale_apiserver::insight::removal::{FinalizerRemoval, RemovalPhase};
 use serde_json::{Value, json};
 
 const REMOVALS: &str = "/apis/deletion.finale.dev/v1alpha1/finalizerremovals";
@@ -185,6 +187,18 @@ async fn refused_while_the_lease_is_live_then_removed_with_a_record_once_it_expi
         "the database host was decommissioned; the database is gone with it"
     );
 
+    // kube-rs reads it through the typed API.
+    let typed = kube::Api::<FinalizerRemoval>::all(server.client.clone())
+        .get("force-orders")
+        .await
+        .expect("get the FinalizerRemoval with kube-rs");
+    let typed_status = typed.status.expect("a status");
+    assert_eq!(typed_status.phase, RemovalPhase::Removed);
+    assert_eq!(
+        typed_status.evidence.force_policy,
+        Some(ForcePolicy::WhenOwnerDead)
+    );
+
     // A Warning event on the target says what happened.
     let events = http
         .get("/api/v1/namespaces/default/events")
@@ -271,6 +285,22 @@ async fn an_unclaimed_finalizer_is_removed_and_recorded_as_owner_unknown() {
     let server = TestServer::start().await;
     let http = Http::new(&server);
     let orders = stuck_config_map(&http, "orders").await;
+    // dryRun=All: every check runs, nothing is written.
+    let preview = http
+        .post(
+            &format!("{REMOVALS}?dryRun=All"),
+            &removal("force-audit", &orders, UNCLAIMED),
+        )
+        .await
+        .expect(201);
+    assert_eq!(preview["status"]["phase"], "Pending", "{preview:#}");
+    assert_eq!(preview["status"]["evidence"]["ownerUnknown"], true);
+    assert!(removal_names(&http).await.is_empty(), "nothing recorded");
+    assert_eq!(
+        finalizers(&http, "orders").await,
+        json!([CLAIMED, UNCLAIMED])
+    );
+
     let record = http
         .post(REMOVALS, &removal("force-audit", &orders, UNCLAIMED))
         .await
