@@ -168,6 +168,9 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     if resource.create_only {
         return review(&state, &resource, &resource_path, &parts, &query, body).await;
     }
+    if crate::insight::removal::is_removal(&resource) && parts.method != Method::GET {
+        return finalizer_removal(&state, &resource, &resource_path, &parts, &query, body).await;
+    }
     let subresource = match resource_path.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if resource.status_subresource => Subresource::Status,
@@ -255,6 +258,45 @@ async fn review(
     Ok(with_warnings(
         json_response(StatusCode::CREATED, &answer.object),
         &answer.warnings,
+    ))
+}
+
+/// `FinalizerRemoval` writes: POST to the collection forces the finalizer off (see
+/// [`crate::insight::removal`]); records are immutable, so every other write is 405. Reads
+/// are served by the registry like any kind.
+async fn finalizer_removal(
+    state: &AppState,
+    resource: &ResourceType,
+    path: &ResourcePath,
+    parts: &http::request::Parts,
+    query: &Query,
+    body: Body,
+) -> ApiResult<Response> {
+    if parts.method != Method::POST || path.name.is_some() || path.subresource.is_some() {
+        return Err(crate::insight::removal::immutable(resource));
+    }
+    let body = read_body(body).await?;
+    let object = decode_object(&parts.headers, &body)?;
+    let options = query.write_options(&parts.headers, "CreateOptions")?;
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let user = parts
+        .extensions
+        .get::<crate::authn::Identity>()
+        .map(|identity| identity.user.clone())
+        .unwrap_or_else(|| manager_from_user_agent(Some(&user_agent)));
+    let requester = crate::insight::removal::Requester { user, user_agent };
+    let written = state
+        .insight
+        .remove_finalizer(resource, object, &options, requester)
+        .await?;
+    Ok(with_warnings(
+        json_response(StatusCode::CREATED, &written.object),
+        &written.warnings,
     ))
 }
 

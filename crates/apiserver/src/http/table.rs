@@ -358,6 +358,14 @@ const FINALIZER_CLAIM_COLUMNS: &[Column] = &[
     AGE,
 ];
 
+const FINALIZER_REMOVAL_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Target", "The object the finalizer was removed from."),
+    Column::string("Finalizer", "The finalizer that was forced off."),
+    Column::string("Removed-By", "The user who asked for the removal."),
+    AGE,
+];
+
 const DEPLOYMENT_COLUMNS: &[Column] = &[
     NAME,
     Column::string("Ready", "Ready pods out of desired pods."),
@@ -485,6 +493,9 @@ impl Printer {
                 ("batch", "jobs") => (JOB_COLUMNS, job_cells),
                 (crate::insight::GROUP, "finalizerclaims") => {
                     (FINALIZER_CLAIM_COLUMNS, finalizer_claim_cells)
+                }
+                (crate::insight::GROUP, crate::insight::removal::PLURAL) => {
+                    (FINALIZER_REMOVAL_COLUMNS, finalizer_removal_cells)
                 }
                 _ => (DEFAULT_COLUMNS, default_cells),
             };
@@ -795,6 +806,25 @@ fn finalizer_claim_cells(item: &Value, clock: &Clock) -> Vec<Value> {
             text(item, "/spec/lease/name")
         )),
         json!(text(item, "/spec/forcePolicy")),
+        creation_age(item, clock),
+    ]
+}
+
+/// TARGET reads `Kind/name` or `Kind/namespace/name`.
+fn finalizer_removal_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    let kind = match text(item, "/spec/target/kind") {
+        "" => text(item, "/spec/target/resource"),
+        kind => kind,
+    };
+    let target = match text(item, "/spec/target/namespace") {
+        "" => format!("{kind}/{}", text(item, "/spec/target/name")),
+        namespace => format!("{kind}/{namespace}/{}", text(item, "/spec/target/name")),
+    };
+    vec![
+        name_cell(item),
+        json!(target),
+        json!(text(item, "/spec/finalizer")),
+        json!(text(item, "/status/removedBy")),
         creation_age(item, clock),
     ]
 }

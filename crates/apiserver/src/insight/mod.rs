@@ -5,6 +5,9 @@
 //! - `DeletionReview` (cluster-scoped, create-only, like `SubjectAccessReview`): POST a
 //!   target and get it back with `status` filled in — why the object is not gone yet
 //!   ([`review`]). Nothing is stored; every other verb is 405.
+//! - `FinalizerRemoval` (cluster-scoped, create and read only): forces a finalizer off an
+//!   object whose owner cannot remove it, after re-checking the evidence, and keeps the
+//!   record ([`removal`]).
 //!
 //! Both are served from the catalog like any built-in kind, so discovery (legacy and
 //! aggregated), the OpenAPI stub, kubectl and kube-rs see them without special cases. The
@@ -17,10 +20,11 @@
 //!   implemented yet.
 //!
 //! # Caveats
-//! - Plan mode, finalizer provenance, `FinalizerRemoval` and claim status are not served yet.
+//! - Plan mode, finalizer provenance and claim status are not served yet.
 
 pub mod api;
 pub mod claims;
+pub mod removal;
 pub mod review;
 pub mod snapshot;
 
@@ -108,7 +112,9 @@ pub fn resource_types() -> Vec<ResourceType> {
     let mut review = resource_type("DeletionReview", "deletionreviews", review_schema());
     review.create_only = true;
     review.tracks_generation = false;
-    vec![claim, review]
+    let mut removal = resource_type(removal::KIND, removal::PLURAL, removal::schema());
+    removal.tracks_generation = false;
+    vec![claim, review, removal]
 }
 
 /// A review's answer and the `Warning`s for the client.
@@ -400,7 +406,7 @@ mod tests {
     #[test]
     fn the_schemas_compile() {
         let types = resource_types();
-        assert_eq!(types.len(), 2);
+        assert_eq!(types.len(), 3);
         assert!(types.iter().all(|t| t.schema.is_some()));
     }
 }
