@@ -178,14 +178,15 @@ fn not_deleting_stuck_then_gone() {
     );
 
     // --watch follows the object until it is gone: release it once the watcher has drawn the
-    // Stuck answer, and the watcher ends by itself with Gone.
+    // Stuck answer, and the watcher ends by itself with Gone (its --timeout is far beyond this
+    // test's wait, so only seeing Gone ends it in time).
     let mut watcher = Command::new(common::binary())
         .args([
             "explain",
             "cm/held",
             "--watch",
             "--timeout",
-            "40s",
+            "5m",
             "--color=never",
         ])
         .arg("--kubeconfig")
