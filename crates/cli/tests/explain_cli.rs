@@ -253,6 +253,72 @@ fn not_deleting_stuck_then_gone() {
     assert_eq!(verdict_of(&run), "Gone", "{}", run.describe());
 }
 
+/// A two-level tree from the server, drawn exactly: a ConfigMap deleted in the foreground waits
+/// for a dependent that blocks it, which an unclaimed finalizer holds.
+#[test]
+fn foreground_chain_is_drawn_as_a_tree() {
+    let env = Env::start();
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        &configmap_yaml("app", "default", None),
+    );
+    let owner = env.get_json(&["configmap", "app"]);
+    let uid = owner["metadata"]["uid"].as_str().expect("owner uid");
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\n  namespace: default\n  finalizers:\n  - example.com/hold\n\
+             \x20 ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: app\n    uid: {uid}\n    blockOwnerDeletion: true\n"
+        ),
+    );
+    env.ok(&[
+        "delete",
+        "configmap",
+        "app",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+
+    // The collector learns of the dependent from its watch: wait (bounded) until the answer
+    // names it, the precondition of the text below.
+    let deadline = Instant::now() + RUN_LIMIT;
+    loop {
+        let run = explain(&env, &["cm/app", "-o", "json"]);
+        let status: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.describe()));
+        if status["causes"][0]["type"] == "ForegroundDependents" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", run.describe());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let run = explain(&env, &["cm/app", "--color=never"]);
+    assert_eq!(run.code, Some(3), "{}", run.describe());
+    assert_eq!(
+        mask_ages(&run.stdout),
+        "Stuck: ConfigMap default/app is stuck: ConfigMap default/app-config: no controller claims \
+         finalizer example.com/hold (owner unknown)\n\
+         \n\
+         ConfigMap/app  foreground deletion waits for 1 dependent that blocks it \
+         (blockOwnerDeletion): ConfigMap default/app-config  (since <age>)\n\
+         │    blockingDependents: 1\n\
+         │    kind: ConfigMap\n\
+         └─ ConfigMap/app-config  no controller claims finalizer example.com/hold (owner unknown): \
+         nothing may ever remove it. Find the controller that added it and make sure it runs, or \
+         declare it with a FinalizerClaim; remove the finalizer by hand only once you know what it \
+         was meant to clean up  (since <age>)\n\
+         \x20       claim: none\n\
+         \x20       finalizer: example.com/hold\n\
+         \n\
+         Next: ConfigMap default/app-config: Find the controller that added it and make sure it \
+         runs, or declare it with a FinalizerClaim; remove the finalizer by hand only once you know \
+         what it was meant to clean up\n",
+        "{}",
+        run.describe()
+    );
+}
+
 /// A finalizer claimed by a controller whose Lease is live: Progressing, exit 2.
 #[test]
 fn claimed_finalizer_with_a_live_lease_is_progressing() {
