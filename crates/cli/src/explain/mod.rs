@@ -157,6 +157,11 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if !args.watch {
         let status = ask(&reviews, &review).await?;
         printer.print(&status, None)?;
+        if status.verdict == Verdict::Other {
+            eprintln!(
+                "finale explain: the server answered a verdict this version does not know; upgrade finale"
+            );
+        }
         return Ok(ExitCode::from(exit_code(status.verdict)));
     }
     let target_changes = watch_target(&clients, &resolved, &namespace, name);
