@@ -1,5 +1,6 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
+mod explain;
 mod operator;
 
 use std::io::IsTerminal;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use finale_apiserver::server::{self, ServerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -33,6 +34,9 @@ enum Command {
     /// Run a bundled operator against a Kubernetes API (a kubeconfig picks which).
     #[command(subcommand)]
     Operator(operator::Operator),
+    /// Say why an object is not gone (asks the server for a DeletionReview). Exit code:
+    /// 0 Gone or NotDeleting, 2 Progressing, 3 Stuck, 1 error.
+    Explain(explain::ExplainArgs),
 }
 
 #[derive(clap::Args)]
@@ -70,8 +74,28 @@ struct ServerArgs {
     max_connections: usize,
 }
 
+/// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
+const KUBECTL_PLUGIN_NAME: &str = "kubectl-finale";
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Invoked as the kubectl plugin, the binary behaves the same; only its usage lines say
+    // `kubectl finale`.
+    let invoked_as = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        });
+    let command = if invoked_as.as_deref() == Some(KUBECTL_PLUGIN_NAME) {
+        Cli::command().bin_name("kubectl finale")
+    } else {
+        Cli::command()
+    };
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -84,7 +108,7 @@ fn main() -> std::process::ExitCode {
     // user-facing error: print its chain of causes on one line, never the Debug form, which
     // under RUST_BACKTRACE=1 buries the message under dozens of backtrace frames.
     match run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("Error: {error:#}");
             std::process::ExitCode::FAILURE
@@ -92,14 +116,19 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     match cli.command {
-        Command::Server(args) => runtime.block_on(run_server(args)),
-        Command::Operator(operator) => runtime.block_on(operator::run(operator)),
+        Command::Server(args) => runtime
+            .block_on(run_server(args))
+            .map(|()| std::process::ExitCode::SUCCESS),
+        Command::Operator(operator) => runtime
+            .block_on(operator::run(operator))
+            .map(|()| std::process::ExitCode::SUCCESS),
+        Command::Explain(args) => runtime.block_on(explain::run(args)),
     }
 }
 
