@@ -142,27 +142,7 @@ impl Insight {
         mut object: Value,
         field_validation: FieldValidation,
     ) -> ApiResult<Answer> {
-        check_type_meta(resource, &object)?;
-        let mut warnings = Vec::new();
-        let schema = resource
-            .schema
-            .as_ref()
-            .ok_or_else(|| ApiError::internal("DeletionReview has no schema"))?;
-        let unknown = schema.prune(&mut object);
-        match field_validation {
-            FieldValidation::Strict if !unknown.is_empty() => {
-                return Err(ApiError::bad_request(
-                    field_validation::bad_request_message(
-                        &resource.kind,
-                        &resource.version,
-                        &unknown,
-                        &[],
-                    ),
-                ));
-            }
-            FieldValidation::Warn => warnings.extend(field_validation::warnings(&unknown, &[])),
-            _ => {}
-        }
+        let (schema, warnings) = admit_body(resource, &mut object, field_validation)?;
         schema.apply_defaults(&mut object);
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
@@ -397,6 +377,37 @@ fn check_type_meta(resource: &ResourceType, object: &Value) -> ApiResult<()> {
         )));
     }
     Ok(())
+}
+
+/// What every request body of this group goes through first, as the registry does for stored
+/// kinds: type meta, schema pruning and `fieldValidation` (Strict refuses unknown fields, Warn
+/// returns them as warnings). Returns the kind's schema and the warnings to send.
+pub(crate) fn admit_body<'a>(
+    resource: &'a ResourceType,
+    object: &mut Value,
+    field_validation: FieldValidation,
+) -> ApiResult<(&'a crate::crd::schema::StructuralSchema, Vec<String>)> {
+    check_type_meta(resource, object)?;
+    let schema = resource
+        .schema
+        .as_deref()
+        .ok_or_else(|| ApiError::internal(format!("{} has no schema", resource.kind)))?;
+    let unknown = schema.prune(object);
+    let warnings = match field_validation {
+        FieldValidation::Strict if !unknown.is_empty() => {
+            return Err(ApiError::bad_request(
+                field_validation::bad_request_message(
+                    &resource.kind,
+                    &resource.version,
+                    &unknown,
+                    &[],
+                ),
+            ));
+        }
+        FieldValidation::Warn => field_validation::warnings(&unknown, &[]),
+        _ => Vec::new(),
+    };
+    Ok((schema, warnings))
 }
 
 #[cfg(test)]

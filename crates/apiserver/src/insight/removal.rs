@@ -55,9 +55,8 @@ use super::api::{ForcePolicy, TargetRef};
 use super::claims::{self, Claim, LeaseState};
 use super::review::human;
 use super::snapshot::Snapshot;
-use super::{API_VERSION, GROUP, Insight, check_type_meta};
+use super::{API_VERSION, GROUP, Insight, admit_body};
 use crate::controllers::events;
-use crate::field_validation::{self, FieldValidation};
 use crate::object;
 use crate::registry::{DeleteOptions, Subresource, WriteOptions, Written};
 use crate::resources::ResourceType;
@@ -259,27 +258,7 @@ impl Insight {
         options: &WriteOptions,
         requester: Requester,
     ) -> ApiResult<Written> {
-        check_type_meta(resource, &object)?;
-        let mut warnings = Vec::new();
-        let schema = resource
-            .schema
-            .as_ref()
-            .ok_or_else(|| ApiError::internal("FinalizerRemoval has no schema"))?;
-        let unknown = schema.prune(&mut object);
-        match options.field_validation {
-            FieldValidation::Strict if !unknown.is_empty() => {
-                return Err(ApiError::bad_request(
-                    field_validation::bad_request_message(
-                        &resource.kind,
-                        &resource.version,
-                        &unknown,
-                        &[],
-                    ),
-                ));
-            }
-            FieldValidation::Warn => warnings.extend(field_validation::warnings(&unknown, &[])),
-            _ => {}
-        }
+        let (schema, mut warnings) = admit_body(resource, &mut object, options.field_validation)?;
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
         let target_type = if errors.is_empty() {
