@@ -37,6 +37,23 @@ impl Ops {
         model.check_powered().map_err(Errno::from_i32)?;
         Ok(model)
     }
+
+    /// fsync and fsyncdir alike: fire any injected fault, else make the inode's pending changes
+    /// durable. On a fault nothing becomes durable; the changes stay pending (or the power is
+    /// now cut).
+    fn sync_inode(&self, ino: INodeNo, reply: ReplyEmpty) {
+        let mut model = match self.powered() {
+            Ok(model) => model,
+            Err(e) => return reply.error(e),
+        };
+        if let Err(e) = model.fire_faults(FaultOp::Fsync, ino.0) {
+            return reply.error(Errno::from_i32(e));
+        }
+        match model.sync(ino.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        }
+    }
 }
 
 fn attr(ino: Ino, inode: &Inode) -> FileAttr {
@@ -334,18 +351,7 @@ impl Filesystem for Ops {
         // fdatasync is treated like fsync: both make the contents and the size durable, which
         // is all this filesystem tracks (the size is what fdatasync must also write when it
         // changed, to read the data back).
-        let mut model = match self.powered() {
-            Ok(model) => model,
-            Err(e) => return reply.error(e),
-        };
-        if let Err(e) = model.fire_faults(FaultOp::Fsync, ino.0) {
-            // Nothing becomes durable; the changes stay pending (or the power is now cut).
-            return reply.error(Errno::from_i32(e));
-        }
-        match model.sync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(Errno::from_i32(e)),
-        }
+        self.sync_inode(ino, reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -412,17 +418,7 @@ impl Filesystem for Ops {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let mut model = match self.powered() {
-            Ok(model) => model,
-            Err(e) => return reply.error(e),
-        };
-        if let Err(e) = model.fire_faults(FaultOp::Fsync, ino.0) {
-            return reply.error(Errno::from_i32(e));
-        }
-        match model.sync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(Errno::from_i32(e)),
-        }
+        self.sync_inode(ino, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
