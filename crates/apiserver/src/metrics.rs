@@ -29,6 +29,11 @@ struct VerbLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     request_kind: &'static str,
 }
@@ -101,6 +106,26 @@ impl Metrics {
             "garbage_collector_graph_rebuilds",
             "Times the garbage collector fell behind the change stream and rebuilt its graph from a fresh list",
             gc.graph_rebuilds.clone(),
+        );
+    }
+
+    /// client-go's `leader_election_master_status{name}` (with this registry's prefix): 1 while
+    /// this replica runs the in-process controllers, 0 while it stands by.
+    pub fn register_leader(&self, leader: &crate::controllers::leadership::LeaderFlag) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The family's only series is the flag's own gauge, so the export follows the flag.
+        let gauge = leader.0.clone();
+        let family = Family::<LeaseLabels, Gauge, _>::new_with_constructor(move || gauge.clone());
+        let _ = family.get_or_create(&LeaseLabels {
+            name: crate::controllers::leadership::LEASE_NAME,
+        });
+        registry.register(
+            "leader_election_master_status",
+            "Whether this replica holds the controllers' Lease (1) or stands by (0)",
+            family,
         );
     }
 

@@ -181,8 +181,16 @@ impl Pki {
     /// entries that parse as IP addresses (optionally in `[...]`) become IP SANs, others DNS
     /// SANs (`*.example.com` wildcards allowed). Empty entries are ignored.
     pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
+        Pki::load_or_create_in(&dir.join(PKI_DIR), extra_sans)
+    }
+
+    /// As [`Pki::load_or_create`], with the files directly in `pki_dir`: `finale server
+    /// --pki-dir`, a directory several API servers share so that they present one CA, one
+    /// serving certificate and one admin token. The serving certificate must then name every
+    /// replica's address (`--tls-san`); the first replica to start creates the files.
+    pub fn load_or_create_in(pki_dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
         let sans = normalize_sans(extra_sans)?;
-        let pki_dir = dir.join(PKI_DIR);
+        let pki_dir = pki_dir.to_path_buf();
         create_private_dir(&pki_dir)?;
         let provider = ring_provider();
 

@@ -68,6 +68,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
+    /// Where the CA, serving certificate and admin token live; `<data-dir>/pki` when None.
+    /// Several API servers on one etcd share one.
+    pub pki_dir: Option<PathBuf>,
     pub listen: SocketAddr,
     /// Extra names and IPs for the serving certificate, beyond 127.0.0.1, ::1 and localhost.
     pub extra_sans: Vec<String>,
@@ -79,12 +82,33 @@ pub struct ServerConfig {
     pub garbage_collector: bool,
     /// Connections, requests in flight and header time a client may hold.
     pub limits: ServingLimits,
+    /// Timing of the controllers' Lease (`kube-system/finale-controllers`).
+    pub leader_election: LeaderElectionOptions,
+}
+
+/// kube-controller-manager's `--leader-elect-*` timings, client-go's defaults.
+#[derive(Clone, Debug)]
+pub struct LeaderElectionOptions {
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElectionOptions {
+    fn default() -> Self {
+        LeaderElectionOptions {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
 }
 
 impl ServerConfig {
     pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> Self {
         ServerConfig {
             data_dir: data_dir.into(),
+            pki_dir: None,
             listen,
             extra_sans: Vec::new(),
             store: RedbStoreOptions::default(),
@@ -92,6 +116,7 @@ impl ServerConfig {
             namespace_controller: NamespaceControllerOptions::default(),
             garbage_collector: true,
             limits: ServingLimits::default(),
+            leader_election: LeaderElectionOptions::default(),
         }
     }
 }
@@ -159,6 +184,27 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// This replica's holder identity in the controllers' Lease: made once (host name and a
+/// random suffix) and kept in the data directory. A restart after a crash then finds the
+/// Lease still its own and resumes at once, instead of waiting out the lease duration as a
+/// stranger would; two live processes never share a data directory (the store locks it).
+fn controllers_identity(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("controllers-identity");
+    match std::fs::read_to_string(&path) {
+        Ok(identity) if !identity.trim().is_empty() => return Ok(identity.trim().to_string()),
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot read {}", path.display()));
+        }
+    }
+    let identity = finale_lease::LeaseConfig::default_identity();
+    // Not synced: losing it to a power cut costs one lease duration of waiting, nothing more.
+    std::fs::write(&path, identity.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(identity)
+}
+
 /// Opens storage, prepares the PKI, binds the listener and starts serving.
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     // Both ring and (through other crates) aws-lc-rs may be linked; choose explicitly.
@@ -180,12 +226,12 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     store.start_compactor();
     let shared_store: Arc<dyn Store> = store.clone();
 
-    let pki = Pki::load_or_create(&config.data_dir, &config.extra_sans).with_context(|| {
-        format!(
-            "cannot prepare certificates in {}",
-            config.data_dir.display()
-        )
-    })?;
+    let pki_dir = config
+        .pki_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join(crate::pki::PKI_DIR));
+    let pki = Pki::load_or_create_in(&pki_dir, &config.extra_sans)
+        .with_context(|| format!("cannot prepare certificates in {}", pki_dir.display()))?;
     let tls = TlsAcceptor::from(
         pki.server_tls_config()
             .context("cannot build the TLS configuration")?,
@@ -219,33 +265,65 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         );
     }
     let controllers = Arc::new(Controllers::default());
-    controllers.add(
-        "crd",
-        crate::controllers::crd::spawn(Arc::clone(&registry), shutdown.clone()),
-    );
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
     // Deletion reviews read what the collector knows; without one, the view says so.
     let gc_view = crate::controllers::gc::GcView::default();
-    if config.garbage_collector {
-        controllers.add(
-            "garbage-collector",
-            crate::controllers::gc::spawn(
-                Arc::clone(&registry),
-                gc_metrics,
-                gc_view.clone(),
-                shutdown.clone(),
-            ),
-        );
-    }
+    let leader = crate::controllers::leadership::LeaderFlag::default();
+    metrics.register_leader(&leader);
+    let start_controllers: crate::controllers::leadership::StartControllers = {
+        let registry = Arc::clone(&registry);
+        let gc_view = gc_view.clone();
+        let run_gc = config.garbage_collector;
+        let namespace_options = config.namespace_controller.clone();
+        Box::new(move |term: CancellationToken| {
+            let mut tasks = vec![(
+                "crd",
+                crate::controllers::crd::spawn(Arc::clone(&registry), term.clone()),
+            )];
+            if run_gc {
+                tasks.push((
+                    "garbage-collector",
+                    crate::controllers::gc::spawn(
+                        Arc::clone(&registry),
+                        gc_metrics.clone(),
+                        gc_view.clone(),
+                        term.clone(),
+                    ),
+                ));
+            }
+            tasks.push((
+                "namespace",
+                namespace::spawn(Arc::clone(&registry), namespace_options.clone(), term),
+            ));
+            tasks
+        })
+    };
+    let lease = finale_lease::LeaseConfig {
+        lease_duration: config.leader_election.lease_duration,
+        renew_deadline: config.leader_election.renew_deadline,
+        retry_period: config.leader_election.retry_period,
+        ..finale_lease::LeaseConfig::new(
+            crate::controllers::leadership::LEASE_NAMESPACE.to_string(),
+            crate::controllers::leadership::LEASE_NAME.to_string(),
+            controllers_identity(&config.data_dir)?,
+        )
+    };
+    lease
+        .validate()
+        .context("invalid --leader-elect-* timings")?;
     controllers.add(
-        "namespace",
-        namespace::spawn(
+        "leader-election",
+        crate::controllers::leadership::spawn(
             Arc::clone(&registry),
-            config.namespace_controller.clone(),
+            lease,
+            leader,
+            start_controllers,
+            Arc::clone(&controllers),
             shutdown.clone(),
-        ),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot start leader election: {e}"))?,
     );
 
     let url = client_url(local_addr);

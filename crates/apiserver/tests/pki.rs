@@ -92,6 +92,30 @@ fn create_then_load_keeps_ca_token_and_certificates() {
     assert!(!format!("{first:?}").contains(first.admin_token()));
 }
 
+/// `finale server --pki-dir`: replicas with their own data directories share one PKI, so a
+/// client trusts every replica with one CA and one token.
+#[test]
+fn replicas_sharing_a_pki_dir_present_one_ca_token_and_serving_certificate() {
+    let shared = tempfile::tempdir().unwrap();
+    let sans = ["replica-a.example".to_string(), "10.0.0.2".to_string()];
+    let first = Pki::load_or_create_in(shared.path(), &sans).unwrap();
+    let second = Pki::load_or_create_in(shared.path(), &sans).unwrap();
+    assert_eq!(first.ca_pem(), second.ca_pem());
+    assert_eq!(first.admin_token(), second.admin_token());
+    assert_eq!(first.serving_cert_pem(), second.serving_cert_pem());
+    // The files are directly in the shared directory, not in a `pki/` below it.
+    assert!(shared.path().join(pki::ADMIN_TOKEN_FILE).is_file());
+    assert!(!shared.path().join(pki::PKI_DIR).exists());
+    for name in ["replica-a.example", "10.0.0.2", "127.0.0.1"] {
+        verify_serving(second.ca_pem(), second.serving_cert_pem(), name)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    // A data directory's own PKI is another CA altogether.
+    let own = tempfile::tempdir().unwrap();
+    let separate = Pki::load_or_create(own.path(), &sans).unwrap();
+    assert_ne!(separate.ca_pem(), first.ca_pem());
+}
+
 #[test]
 fn serving_cert_covers_loopback_names_and_is_not_a_ca() {
     let dir = tempfile::tempdir().unwrap();

@@ -44,6 +44,11 @@ struct ServerArgs {
     /// Where the store, certificates and the admin kubeconfig live.
     #[arg(long, env = "FINALE_DATA_DIR", default_value = "./finale-data")]
     data_dir: PathBuf,
+    /// Where the CA, serving certificate and admin token live (default `<data-dir>/pki`).
+    /// Several API servers on one etcd share one directory, so clients trust them all; the
+    /// serving certificate must then name every replica (`--tls-san`).
+    #[arg(long, value_name = "DIR")]
+    pki_dir: Option<PathBuf>,
     /// Address to serve HTTPS on. Port 0 picks a free port (printed at start).
     #[arg(long, env = "FINALE_LISTEN", default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
@@ -72,6 +77,17 @@ struct ServerArgs {
     /// Open client connections at once; further ones wait to be accepted (0: no limit).
     #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// How long the controllers' Lease (`kube-system/finale-controllers`) holds without
+    /// renewal before another replica may take it.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    leader_elect_lease_duration: std::time::Duration,
+    /// How long the leading replica keeps its controllers running without a successful
+    /// renewal; shorter than the lease duration.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    leader_elect_renew_deadline: std::time::Duration,
+    /// The pause between attempts to take or renew the controllers' Lease.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    leader_elect_retry_period: std::time::Duration,
 }
 
 /// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
@@ -146,10 +162,16 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     };
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
     config.extra_sans = args.tls_sans;
+    config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
     config.limits.max_requests_inflight = args.max_requests_inflight;
     config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.limits.max_connections = args.max_connections;
+    config.leader_election = server::LeaderElectionOptions {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
     let running = server::start(config).await?;
     let kubeconfig =
         std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());

@@ -52,7 +52,7 @@ use crate::condition::{self, DELETING, DeletionProgress};
 use crate::error;
 use crate::events::{EventRecorder, EventType};
 use crate::finalizers::{self, ScopedApi, api_of};
-use crate::leader::{LeaderElector, Leadership, LeaseConfig, Released};
+use crate::leader::{Leadership, LeaseConfig, Released};
 use crate::metrics::Metrics;
 use crate::policy::{self, DeletionPolicy};
 
@@ -337,7 +337,7 @@ where
     let elector = settings
         .leader_election
         .clone()
-        .map(|lease| LeaderElector::new(clients.requests.clone(), lease));
+        .map(|lease| crate::leader::elector(clients.requests.clone(), lease));
     write_claims(
         &clients.requests,
         &reconciler,

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Server, StallProxy, WAIT, within};
-use finale_operator::leader::{LeaderElector, Leadership, LeaseConfig, Released};
+use finale_operator::leader::{Leadership, LeaseConfig, Released};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -25,7 +25,7 @@ fn lease_config(identity: &str) -> LeaseConfig {
 }
 
 async fn acquire(client: Client, identity: &str) -> Leadership {
-    let elector = LeaderElector::new(client, lease_config(identity));
+    let elector = finale_operator::leader::elector(client, lease_config(identity));
     within(WAIT, elector.acquire(&CancellationToken::new()))
         .await
         .expect("leader election works")
@@ -101,7 +101,7 @@ async fn a_dropped_leadership_stops_renewing() {
     // Without renewals the Lease expires and a standby takes it; with the renewer still
     // running it never would.
     let started = Instant::now();
-    let elector = LeaderElector::new(server.client.clone(), lease_config("b"));
+    let elector = finale_operator::leader::elector(server.client.clone(), lease_config("b"));
     let limit = lease_config("b").lease_duration * 3;
     let Ok(successor) =
         tokio::time::timeout(limit, elector.acquire(&CancellationToken::new())).await

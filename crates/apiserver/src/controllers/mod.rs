@@ -4,6 +4,7 @@
 pub mod crd;
 pub mod events;
 pub mod gc;
+pub mod leadership;
 pub mod namespace;
 
 use std::time::Duration;

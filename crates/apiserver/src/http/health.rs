@@ -42,20 +42,42 @@ const PROBE_KEY: &[u8] = b"/finale/health-probe";
 #[derive(Default)]
 pub struct Controllers {
     tasks: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
+    /// The controllers of the current leadership term (empty on a standby replica); their
+    /// tasks belong to the leader-election task, which waits for them.
+    term: Mutex<Vec<(&'static str, tokio::task::AbortHandle)>>,
 }
 
 impl Controllers {
+    /// The controllers now running under this replica's leadership; `[]` when it ends.
+    pub fn set_term(&self, term: Vec<(&'static str, tokio::task::AbortHandle)>) {
+        *self
+            .term
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = term;
+    }
+
     pub fn add(&self, name: &'static str, task: JoinHandle<()>) {
         self.lock().push((name, task));
     }
 
     /// The controllers whose task has ended (returned or panicked).
     pub fn stopped(&self) -> Vec<&'static str> {
-        self.lock()
+        let mut stopped: Vec<&'static str> = self
+            .lock()
             .iter()
             .filter(|(_, task)| task.is_finished())
             .map(|(name, _)| *name)
-            .collect()
+            .collect();
+        let term = self
+            .term
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        stopped.extend(
+            term.iter()
+                .filter(|(_, task)| task.is_finished())
+                .map(|(name, _)| *name),
+        );
+        stopped
     }
 
     /// Hands the tasks over, for shutdown to wait on.

@@ -145,6 +145,7 @@ async fn run(
     for worker in workers {
         let _ = worker.await;
     }
+    view.clear_work();
 }
 
 /// Builds the graph, then keeps it current until shutdown. A collector that falls behind the

@@ -77,6 +77,14 @@ impl GcView {
         self.running.store(running, Ordering::Release);
     }
 
+    /// Forgets queued, running and failed work: a stopped collector (one whose replica lost
+    /// the controllers' Lease) has none, and the next one starts from a fresh graph.
+    pub(super) fn clear_work(&self) {
+        lock(&self.queued).clear();
+        lock(&self.in_flight).clear();
+        lock(&self.failures).clear();
+    }
+
     /// Items waiting in the attempt-to-delete and orphan queues.
     pub fn queue_depth(&self) -> usize {
         lock(&self.queued).len()
