@@ -79,6 +79,11 @@ pub struct ServerConfig {
     pub garbage_collector: bool,
     /// Connections, requests in flight and header time a client may hold.
     pub limits: ServingLimits,
+    /// Serve `deletion.finale.dev/v1alpha1` (on by default; `--runtime-config
+    /// deletion.finale.dev/v1alpha1=false` switches it off, see
+    /// [`crate::insight::runtime_config`]). Off, the group is absent from discovery and its
+    /// paths are 404, as on any other cluster.
+    pub insight_api: bool,
 }
 
 impl ServerConfig {
@@ -92,6 +97,7 @@ impl ServerConfig {
             namespace_controller: NamespaceControllerOptions::default(),
             garbage_collector: true,
             limits: ServingLimits::default(),
+            insight_api: true,
         }
     }
 }
@@ -196,6 +202,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
+    if !config.insight_api {
+        for resource in crate::insight::resource_types() {
+            catalog.replace_resource(&resource.group, &resource.plural, Vec::new());
+        }
+    }
     let watch_cache = WatchCache::start(
         Arc::clone(&shared_store),
         config.watch_cache.clone(),

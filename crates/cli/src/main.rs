@@ -72,6 +72,11 @@ struct ServerArgs {
     /// Open client connections at once; further ones wait to be accepted (0: no limit).
     #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Switch API group versions on or off, as kube-apiserver's flag: a comma-separated list
+    /// of `group/version=bool`. Only `deletion.finale.dev/v1alpha1` can be switched
+    /// (`--runtime-config=deletion.finale.dev/v1alpha1=false` serves a cluster without it).
+    #[arg(long, value_name = "GROUP/VERSION=BOOL")]
+    runtime_config: Vec<String>,
 }
 
 /// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
@@ -134,6 +139,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let insight_api =
+        finale_apiserver::insight::runtime_config::insight_api_enabled(&args.runtime_config)
+            .map_err(|error| anyhow::anyhow!("--runtime-config: {error}"))?;
     // Before anything else, so a taken port fails the start with nothing half-done.
     let operator_metrics = if args.with_operators {
         Some(
@@ -145,6 +153,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         None
     };
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
+    config.insight_api = insight_api;
     config.extra_sans = args.tls_sans;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
     config.limits.max_requests_inflight = args.max_requests_inflight;
