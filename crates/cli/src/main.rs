@@ -1,7 +1,11 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
+mod cluster;
 mod explain;
+mod fallback;
+mod finalize;
 mod operator;
+mod tree;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -37,6 +41,13 @@ enum Command {
     /// Say why an object is not gone (asks the server for a DeletionReview). Exit code:
     /// 0 Gone or NotDeleting, 2 Progressing, 3 Stuck, 1 error.
     Explain(explain::ExplainArgs),
+    /// Show the ownership tree of an object (its dependents, or its owners with --up) with
+    /// what holds each one from deletion.
+    Tree(tree::TreeArgs),
+    /// Remove a finalizer whose owner cannot, with evidence: a dry run by default that prints
+    /// the evidence and a confirmation digest; `--confirm DIGEST` does it and keeps a record
+    /// (a FinalizerRemoval).
+    Finalize(finalize::FinalizeArgs),
 }
 
 #[derive(clap::Args)]
@@ -134,6 +145,8 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             .block_on(operator::run(operator))
             .map(|()| std::process::ExitCode::SUCCESS),
         Command::Explain(args) => runtime.block_on(explain::run(args)),
+        Command::Tree(args) => runtime.block_on(tree::run(args)),
+        Command::Finalize(args) => runtime.block_on(finalize::run(args)),
     }
 }
 
