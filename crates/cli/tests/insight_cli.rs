@@ -510,6 +510,23 @@ fn with_the_api_switched_off_the_client_answers_the_same() {
     assert_ne!(raw.code, Some(0), "{}", raw.describe());
     assert!(raw.stderr.contains("NotFound"), "{}", raw.describe());
 
+    // Off, no claim can exist, so adding a finalizer draws no unclaimed-finalizer warning
+    // (on, it does).
+    let manifest = configmap_yaml("warned", Some("example.com/hold"), None);
+    let applied = off.run_with_stdin(&["apply", "-f", "-"], &manifest);
+    assert_eq!(applied.code, Some(0), "{}", applied.describe());
+    assert!(
+        !applied.stderr.contains("not claimed"),
+        "{}",
+        applied.describe()
+    );
+    let applied = on.run_with_stdin(&["apply", "-f", "-"], &manifest);
+    assert!(
+        applied.stderr.contains("not claimed"),
+        "{}",
+        applied.describe()
+    );
+
     for env in [&on, &off] {
         build_tree(env);
         // The foreground chain of the explain tests: `fg` waits for `fg-child`, held by an

@@ -90,7 +90,7 @@ fn exit_code(verdict: Verdict) -> u8 {
 /// Who answers: the server, or the client over its own copy of the cluster.
 enum Answerer {
     Server(Api<DeletionReview>),
-    Client(Box<ClusterCopy>),
+    Client(ClusterCopy),
 }
 
 impl Answerer {
@@ -128,9 +128,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let answerer = if session.serves_insight() {
         Answerer::Server(Api::<DeletionReview>::all(session.clients.requests.clone()))
     } else {
-        Answerer::Client(Box::new(
-            ClusterCopy::load(&session, "finale explain").await?,
-        ))
+        Answerer::Client(ClusterCopy::load(&session, "finale explain").await?)
     };
     let printer = Printer {
         format: args.output,
