@@ -84,6 +84,11 @@ pub struct ServerConfig {
     pub limits: ServingLimits,
     /// Timing of the controllers' Lease (`kube-system/finale-controllers`).
     pub leader_election: LeaderElectionOptions,
+    /// Serve `deletion.finale.dev/v1alpha1` (on by default; `--runtime-config
+    /// deletion.finale.dev/v1alpha1=false` switches it off, see
+    /// [`crate::insight::runtime_config`]). Off, the group is absent from discovery and its
+    /// paths are 404, as on any other cluster.
+    pub insight_api: bool,
 }
 
 /// kube-controller-manager's `--leader-elect-*` timings, client-go's defaults.
@@ -117,6 +122,7 @@ impl ServerConfig {
             garbage_collector: true,
             limits: ServingLimits::default(),
             leader_election: LeaderElectionOptions::default(),
+            insight_api: true,
         }
     }
 }
@@ -242,6 +248,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
+    if !config.insight_api {
+        for resource in crate::insight::resource_types() {
+            catalog.replace_resource(&resource.group, &resource.plural, Vec::new());
+        }
+    }
     let watch_cache = WatchCache::start(
         Arc::clone(&shared_store),
         config.watch_cache.clone(),

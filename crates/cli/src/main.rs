@@ -1,7 +1,11 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
+mod cluster;
 mod explain;
+mod fallback;
+mod finalize;
 mod operator;
+mod tree;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -37,6 +41,13 @@ enum Command {
     /// Say why an object is not gone (asks the server for a DeletionReview). Exit code:
     /// 0 Gone or NotDeleting, 2 Progressing, 3 Stuck, 1 error.
     Explain(explain::ExplainArgs),
+    /// Show the ownership tree of an object (its dependents, or its owners with --up) with
+    /// what holds each one from deletion.
+    Tree(tree::TreeArgs),
+    /// Remove a finalizer whose owner cannot, with evidence: a dry run by default that prints
+    /// the evidence and a confirmation digest; `--confirm DIGEST` does it and keeps a record
+    /// (a FinalizerRemoval).
+    Finalize(finalize::FinalizeArgs),
 }
 
 #[derive(clap::Args)]
@@ -88,6 +99,11 @@ struct ServerArgs {
     /// The pause between attempts to take or renew the controllers' Lease.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     leader_elect_retry_period: std::time::Duration,
+    /// Switch API group versions on or off, as kube-apiserver's flag: a comma-separated list
+    /// of `group/version=bool`. Only `deletion.finale.dev/v1alpha1` can be switched
+    /// (`--runtime-config=deletion.finale.dev/v1alpha1=false` serves a cluster without it).
+    #[arg(long, value_name = "GROUP/VERSION=BOOL")]
+    runtime_config: Vec<String>,
 }
 
 /// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
@@ -145,11 +161,16 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             .block_on(operator::run(operator))
             .map(|()| std::process::ExitCode::SUCCESS),
         Command::Explain(args) => runtime.block_on(explain::run(args)),
+        Command::Tree(args) => runtime.block_on(tree::run(args)),
+        Command::Finalize(args) => runtime.block_on(finalize::run(args)),
     }
 }
 
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let insight_api =
+        finale_apiserver::insight::runtime_config::insight_api_enabled(&args.runtime_config)
+            .map_err(|error| anyhow::anyhow!("--runtime-config: {error}"))?;
     // Before anything else, so a taken port fails the start with nothing half-done.
     let operator_metrics = if args.with_operators {
         Some(
@@ -161,6 +182,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         None
     };
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
+    config.insight_api = insight_api;
     config.extra_sans = args.tls_sans;
     config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;

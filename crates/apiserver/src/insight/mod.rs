@@ -8,6 +8,13 @@
 //! - `FinalizerRemoval` (cluster-scoped, create and read only): forces a finalizer off an
 //!   object whose owner cannot remove it, after re-checking the evidence, and keeps the
 //!   record ([`removal`]).
+//! - `OwnershipReview` (cluster-scoped, create-only): the ownership tree of one object, down
+//!   through the collector's owner → dependents index or up through its owner references
+//!   ([`tree`]).
+//!
+//! `--runtime-config deletion.finale.dev/v1alpha1=false` switches the whole group off
+//! ([`runtime_config`]). The answering code runs over a [`Snapshot`] and a [`GcView`], which
+//! the CLI can also build from a copy of a cluster ([`explain_at`], [`tree::tree_at`]).
 //!
 //! Both are served from the catalog like any built-in kind, so discovery (legacy and
 //! aggregated), the OpenAPI stub, kubectl and kube-rs see them without special cases. The
@@ -26,7 +33,9 @@ pub mod api;
 pub mod claims;
 pub mod removal;
 pub mod review;
+pub mod runtime_config;
 pub mod snapshot;
+pub mod tree;
 
 use std::sync::Arc;
 
@@ -114,7 +123,10 @@ pub fn resource_types() -> Vec<ResourceType> {
     review.tracks_generation = false;
     let mut removal = resource_type(removal::KIND, removal::PLURAL, removal::schema());
     removal.tracks_generation = false;
-    vec![claim, review, removal]
+    let mut tree = resource_type(tree::KIND, tree::PLURAL, tree::schema());
+    tree.create_only = true;
+    tree.tracks_generation = false;
+    vec![claim, review, removal, tree]
 }
 
 /// A review's answer and the `Warning`s for the client.
@@ -144,6 +156,9 @@ impl Insight {
     ) -> ApiResult<Answer> {
         let (schema, warnings) = admit_body(resource, &mut object, field_validation)?;
         schema.apply_defaults(&mut object);
+        if tree::is_tree(resource) {
+            return self.tree(resource, schema, object, warnings).await;
+        }
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
         let target_type = if errors.is_empty() {
@@ -176,6 +191,50 @@ impl Insight {
             ));
         };
         let status = self.explain(&target_type, &spec).await?;
+        let status = serde_json::to_value(status)
+            .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(API_VERSION));
+            map.insert("kind".into(), json!(resource.kind));
+            map.entry("metadata").or_insert_with(|| json!({}));
+            map.insert("status".into(), status);
+        }
+        Ok(Answer { object, warnings })
+    }
+
+    /// POST of an `OwnershipReview` (admitted and defaulted): validates it and answers it
+    /// with the target's ownership tree.
+    async fn tree(
+        &self,
+        resource: &ResourceType,
+        schema: &StructuralSchema,
+        mut object: Value,
+        warnings: Vec<String>,
+    ) -> ApiResult<Answer> {
+        let name = object::name(&object).to_string();
+        let mut errors = schema.validate(&object);
+        let target_type = if errors.is_empty() {
+            self.check_target(&object, &mut errors)
+        } else {
+            None
+        };
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(&resource.kind, GROUP, &name, &errors));
+        }
+        let (Some(target_type), Some(spec)) = (target_type, object.get("spec").cloned()) else {
+            return Err(ApiError::internal("the review's target was not resolved"));
+        };
+        let spec: tree::OwnershipReviewSpec = serde_json::from_value(spec)
+            .map_err(|e| ApiError::bad_request(format!("spec does not decode: {e}")))?;
+        let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        let status = tree::tree_at(
+            self.registry.catalog(),
+            &snapshot,
+            &self.gc,
+            &target_type,
+            &spec,
+        )
+        .await?;
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
         if let Some(map) = object.as_object_mut() {
@@ -281,6 +340,28 @@ impl Insight {
         spec: &DeletionReviewSpec,
     ) -> ApiResult<DeletionReviewStatus> {
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        explain_at(
+            self.registry.catalog(),
+            &snapshot,
+            &self.gc,
+            target_type,
+            spec,
+        )
+        .await
+    }
+}
+
+/// Explain mode over any snapshot and collector view: the server's store and live collector,
+/// or a copy of a cluster the CLI loaded itself (its client-side fallback), so both answer
+/// with the same code.
+pub async fn explain_at(
+    catalog: &crate::resources::Catalog,
+    snapshot: &Snapshot,
+    gc: &GcView,
+    target_type: &ResourceType,
+    spec: &DeletionReviewSpec,
+) -> ApiResult<DeletionReviewStatus> {
+    {
         let target = &spec.target;
         let namespace = Some(target.namespace.as_str()).filter(|n| !n.is_empty());
         let shown = if target.namespace.is_empty() {
@@ -312,8 +393,7 @@ impl Insight {
             return Ok(status);
         }
         let now = chrono::Utc::now();
-        let catalog = self.registry.catalog();
-        let mut explainer = review::Explainer::new(catalog, &snapshot, &self.gc, now).await?;
+        let mut explainer = review::Explainer::new(catalog, snapshot, gc, now).await?;
         let mut causes = explainer.explain_object(target_type, &object, 0).await?;
         let stuck = causes.iter().any(|c| c.state == CauseState::Stuck);
         status.verdict = if stuck {
@@ -417,7 +497,7 @@ mod tests {
     #[test]
     fn the_schemas_compile() {
         let types = resource_types();
-        assert_eq!(types.len(), 3);
+        assert_eq!(types.len(), 4);
         assert!(types.iter().all(|t| t.schema.is_some()));
     }
 }

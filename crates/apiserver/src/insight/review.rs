@@ -463,6 +463,14 @@ impl<'a> Explainer<'a> {
                     "the garbage collector is not running, so nobody will {doing}. Run the server with its garbage collector (the default)"
                 ),
             )
+        } else if !self.gc.sees_queues() {
+            // A client-side answer: the ownership index is known, the queues are not.
+            (
+                CauseState::Progressing,
+                format!(
+                    "the garbage collector is expected to {doing}; whether it has this work queued cannot be seen from outside the server. If this stays, look at the cluster's garbage collector (kube-controller-manager's logs)"
+                ),
+            )
         } else {
             match &work {
                 Some(GcWork::Queued) => (
@@ -496,8 +504,11 @@ impl<'a> Explainer<'a> {
         };
         let mut cause = node(Some(this.clone()), type_, state, message, since);
         evidence(&mut cause, "gcRunning", self.gc.running().to_string());
-        evidence(&mut cause, "gcQueueDepth", depth.to_string());
+        if self.gc.sees_queues() {
+            evidence(&mut cause, "gcQueueDepth", depth.to_string());
+        }
         let work_text = match &work {
+            _ if !self.gc.sees_queues() => "unknown".to_string(),
             Some(GcWork::Queued) => "queued".to_string(),
             Some(GcWork::InFlight) => "inFlight".to_string(),
             Some(GcWork::Retrying {

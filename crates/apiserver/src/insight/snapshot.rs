@@ -1,13 +1,23 @@
 //! Reads at one store revision, so that every part of a review describes the same moment.
 //!
+//! A snapshot reads either the server's store ([`Snapshot::latest`]) or a copy of a cluster's
+//! objects held in memory ([`Snapshot::of_objects`]): the `finale` CLI builds the latter from
+//! its own LIST calls when a cluster does not serve `deletion.finale.dev`, so that the same
+//! review code answers on both sides.
+//!
 //! # Guarantees
-//! - Every read of a [`Snapshot`] is served at [`Snapshot::revision`]; objects carry the
+//! - Every read of a store snapshot is served at [`Snapshot::revision`]; objects carry the
 //!   `resourceVersion` they had at that revision.
+//! - An in-memory snapshot answers from the objects it was given, under the same keys the
+//!   store uses ([`ResourceType::object_key`]).
 //!
 //! # Caveats
 //! - A review is short, but if compaction overtakes its revision mid-way the read fails with
 //!   410 Expired; the caller may simply ask again.
+//! - An in-memory copy is only as consistent as the LISTs that filled it: each resource was
+//!   listed at its own resourceVersion, and [`Snapshot::revision`] is the newest of them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use finale_store::{RangeRequest, Revision, Store, prefix_range};
@@ -18,15 +28,38 @@ use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
 pub struct Snapshot {
-    store: Arc<dyn Store>,
+    source: Source,
     revision: Revision,
+}
+
+enum Source {
+    Store(Arc<dyn Store>),
+    /// Objects by storage key, each with its `resourceVersion` set.
+    Objects(BTreeMap<String, Value>),
 }
 
 impl Snapshot {
     /// A snapshot at the store's latest revision.
     pub async fn latest(store: Arc<dyn Store>) -> ApiResult<Snapshot> {
         let revision = store.current_revision().await?;
-        Ok(Snapshot { store, revision })
+        Ok(Snapshot {
+            source: Source::Store(store),
+            revision,
+        })
+    }
+
+    /// A snapshot of objects held in memory, keyed by [`ResourceType::object_key`] (objects
+    /// are served as given); `revision` is what answers report as their resourceVersion.
+    pub fn of_objects(objects: BTreeMap<String, Value>, revision: Revision) -> Snapshot {
+        Snapshot {
+            source: Source::Objects(objects),
+            revision,
+        }
+    }
+
+    /// Whether this snapshot is a copy held in memory rather than the server's store.
+    pub fn is_copy(&self) -> bool {
+        matches!(self.source, Source::Objects(_))
     }
 
     pub fn revision(&self) -> Revision {
@@ -41,11 +74,17 @@ impl Snapshot {
         name: &str,
     ) -> ApiResult<Option<Value>> {
         let namespace = namespace.filter(|_| resource.namespaced);
-        let key = resource.object_key(namespace, name).into_bytes();
+        let key = resource.object_key(namespace, name);
+        let store = match &self.source {
+            Source::Objects(objects) => {
+                return Ok(objects.get(&key).cloned().map(|o| served(resource, o)));
+            }
+            Source::Store(store) => store,
+        };
+        let key = key.into_bytes();
         let mut end = key.clone();
         end.push(0);
-        let response = self
-            .store
+        let response = store
             .range(RangeRequest {
                 range: key..end,
                 limit: 1,
@@ -68,8 +107,17 @@ impl Snapshot {
         namespace: Option<&str>,
     ) -> ApiResult<Vec<Value>> {
         let prefix = resource.collection_prefix(namespace);
-        let response = self
-            .store
+        let store = match &self.source {
+            Source::Objects(objects) => {
+                return Ok(objects
+                    .range(prefix.clone()..)
+                    .take_while(|(key, _)| key.starts_with(&prefix))
+                    .map(|(_, object)| served(resource, object.clone()))
+                    .collect());
+            }
+            Source::Store(store) => store,
+        };
+        let response = store
             .range(RangeRequest {
                 range: prefix_range(prefix.as_bytes()),
                 limit: 0,

@@ -145,7 +145,16 @@ pub(super) async fn unclaimed_finalizer_warnings(
         .into_iter()
         .filter(|f| !before.contains(f) && !claims::is_system_finalizer(f))
         .collect();
-    if added.is_empty() {
+    // Without the claim kind (the API switched off) there is nothing to warn against.
+    if added.is_empty()
+        || catalog
+            .lookup(
+                crate::insight::GROUP,
+                crate::insight::VERSION,
+                "finalizerclaims",
+            )
+            .is_none()
+    {
         return Vec::new();
     }
     match claims::load(Arc::clone(store), catalog).await {

@@ -14,29 +14,32 @@
 //! waiting for a teardown is the point, and Ctrl-C ends it. When the timeout runs out the exit
 //! code is the last verdict's.
 //!
-//! # Caveats
-//! Only the server's answer is shown: against a server that does not serve
-//! `deletion.finale.dev` the command fails (a client-side fallback is not built yet).
+//! # Client-side fallback
+//! Against a cluster that does not serve `deletion.finale.dev`, the answer is computed by the
+//! client with the server's own code over a copy of the cluster ([`crate::fallback`]), and
+//! marked so: a line on stderr, `computedBy: client` in JSON and YAML. `--watch` needs the
+//! server (the copy is too costly to repeat every 2 s).
 
-mod render;
-mod resolve;
+pub(crate) mod render;
+pub(crate) mod resolve;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use finale_apiserver::insight::api::{
-    self as insight, DeletionReview, DeletionReviewSpec, DeletionReviewStatus, TargetRef, Verdict,
+    self as insight, DeletionReview, DeletionReviewSpec, DeletionReviewStatus, Verdict,
 };
-use finale_operator::client::{Clients, Environment, load_config};
+use finale_operator::client::Clients;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 
-use resolve::{Resolved, Served};
+use crate::cluster::{ClusterArgs, ColorChoice, Session};
+use crate::fallback::ClusterCopy;
+use resolve::Resolved;
 
 /// How often `--watch` asks again when nothing changed.
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
@@ -50,16 +53,8 @@ pub struct ExplainArgs {
     /// The object's name, when not given as `TYPE/NAME`.
     #[arg(value_name = "NAME")]
     name: Option<String>,
-    /// The kubeconfig to use (else `$KUBECONFIG`, then `~/.kube/config`).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (else the current one).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
-    /// The object's namespace (else the context's, else `default`); ignored for cluster-scoped
-    /// kinds.
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Print the review's `status` as `json` or `yaml` instead of the tree.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     output: Option<OutputFormat>,
@@ -77,16 +72,9 @@ pub struct ExplainArgs {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum OutputFormat {
+pub(crate) enum OutputFormat {
     Json,
     Yaml,
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum ColorChoice {
-    Auto,
-    Always,
-    Never,
 }
 
 /// The exit code of a verdict (see the module documentation).
@@ -99,63 +87,62 @@ fn exit_code(verdict: Verdict) -> u8 {
     }
 }
 
+/// Who answers: the server, or the client over its own copy of the cluster.
+enum Answerer {
+    Server(Api<DeletionReview>),
+    Client(ClusterCopy),
+}
+
+impl Answerer {
+    async fn ask(
+        &self,
+        resolved: &Resolved,
+        review: &DeletionReview,
+    ) -> anyhow::Result<DeletionReviewStatus> {
+        match self {
+            Answerer::Server(reviews) => ask(reviews, review).await,
+            Answerer::Client(copy) => {
+                let target_type = copy.resource(resolved)?;
+                finale_apiserver::insight::explain_at(
+                    &copy.catalog,
+                    &copy.snapshot,
+                    &copy.gc,
+                    &target_type,
+                    &review.spec,
+                )
+                .await
+                .map_err(|error| anyhow::anyhow!("cannot explain: {}", error.message))
+            }
+        }
+    }
+}
+
 /// Runs the command; errors are returned for `main` to print (exit 1).
 pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let (type_, name) = split_target(&args.target, args.name.as_deref())?;
-    let (config, source) = load_config(
-        args.kubeconfig.as_deref(),
-        args.context.as_deref(),
-        &Environment::of_process(),
-    )
-    .await?;
-    let default_namespace = config.default_namespace.clone();
-    let cluster = config.cluster_url.to_string();
-    let clients = Clients::new(config)?;
-    let served = discover(&clients.requests)
-        .await
-        .with_context(|| format!("cannot read the API discovery of {cluster} (from {source})"))?;
-    let resolved = served.resolve(type_).with_context(|| {
-        format!("the server doesn't have a resource type \"{type_}\" (no resource, kind or short name of that name is served)")
-    })?;
-    if !served.serves_group(insight::GROUP) {
-        bail!(
-            "the server at {cluster} does not serve {} (DeletionReview), so it cannot explain deletions; \
-             a client-side fallback is not built yet. Run `finale server` or a newer version of it",
-            insight::API_VERSION
-        );
-    }
-    let namespace = if resolved.namespaced {
-        args.namespace.clone().unwrap_or(default_namespace)
-    } else {
-        String::new()
-    };
+    let session = Session::connect(&args.cluster).await?;
+    let target = session.target(&args.target, args.name.as_deref())?;
     let review = DeletionReview::new(DeletionReviewSpec {
-        target: TargetRef {
-            api_version: resolved.api_version(),
-            kind: resolved.kind.clone(),
-            namespace: namespace.clone(),
-            name: name.to_string(),
-            ..TargetRef::default()
-        },
+        target: target.target_ref(),
         ..DeletionReviewSpec::default()
     });
-    let colour = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
+    let answerer = if session.serves_insight() {
+        Answerer::Server(Api::<DeletionReview>::all(session.clients.requests.clone()))
+    } else {
+        Answerer::Client(ClusterCopy::load(&session, "finale explain").await?)
     };
     let printer = Printer {
         format: args.output,
-        colour,
+        colour: args.color.enabled(),
         clear_screen: args.watch && std::io::stdout().is_terminal(),
+        computed_by_client: matches!(answerer, Answerer::Client(_)),
     };
-    let reviews = Api::<DeletionReview>::all(clients.requests.clone());
     if !args.watch {
-        let status = ask(&reviews, &review).await?;
+        let status = answerer.ask(&target.resolved, &review).await?;
+        if let Answerer::Client(copy) = &answerer
+            && printer.format.is_none()
+        {
+            copy.announce(&session, "finale explain");
+        }
         printer.print(&status, None)?;
         if status.verdict == Verdict::Other {
             eprintln!(
@@ -164,42 +151,26 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(exit_code(status.verdict)));
     }
-    let target_changes = watch_target(&clients, &resolved, &namespace, name);
+    if !session.serves_insight() {
+        bail!(
+            "--watch needs a server that serves {} ({} does not): the client-side answer lists the whole cluster, too much to repeat every 2 s",
+            insight::API_VERSION,
+            session.cluster
+        );
+    }
+    let target_changes = watch_target(
+        &session.clients,
+        &target.resolved,
+        &target.namespace,
+        &target.name,
+    );
     let deadline = args
         .timeout
         .map(|timeout| tokio::time::Instant::now() + timeout);
-    watch(&reviews, &review, &printer, target_changes, deadline).await
-}
-
-/// `TYPE/NAME` or `TYPE NAME`, never both or neither.
-fn split_target<'a>(target: &'a str, name: Option<&'a str>) -> anyhow::Result<(&'a str, &'a str)> {
-    let (type_, name) = match (target.split_once('/'), name) {
-        (Some((type_, name)), None) => (type_, name),
-        (None, Some(name)) => (target, name),
-        (Some(_), Some(extra)) => bail!(
-            "there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (got \"{target}\" and \"{extra}\")"
-        ),
-        (None, None) => bail!(
-            "name the object to explain: TYPE/NAME or TYPE NAME (e.g. `finale explain configmap/app`)"
-        ),
+    let Answerer::Server(reviews) = &answerer else {
+        unreachable!("checked above");
     };
-    if type_.is_empty() || name.is_empty() || name.contains('/') {
-        bail!("\"{target}\" is not TYPE/NAME (e.g. `configmap/app`)");
-    }
-    Ok((type_, name))
-}
-
-/// The core and named groups, from aggregated discovery.
-async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
-    let core = client
-        .list_core_api_versions_aggregated()
-        .await
-        .context("GET /api")?;
-    let named = client
-        .list_api_groups_aggregated()
-        .await
-        .context("GET /apis")?;
-    Ok(Served::new(core, named))
+    watch(reviews, &review, &printer, target_changes, deadline).await
 }
 
 /// Creates the review and returns its answer.
@@ -283,6 +254,8 @@ struct Printer {
     format: Option<OutputFormat>,
     colour: bool,
     clear_screen: bool,
+    /// Mark JSON and YAML with `computedBy: client`.
+    computed_by_client: bool,
 }
 
 impl Printer {
@@ -293,13 +266,19 @@ impl Printer {
         status: &DeletionReviewStatus,
         previous: Option<&str>,
     ) -> anyhow::Result<Option<String>> {
+        let mut document = serde_json::to_value(status).context("encode the answer")?;
+        if self.computed_by_client {
+            crate::fallback::mark_computed_by_client(&mut document);
+        }
         let text = match self.format {
             Some(OutputFormat::Json) => {
-                let mut json = serde_json::to_string_pretty(status).context("encode JSON")?;
+                let mut json = serde_json::to_string_pretty(&document).context("encode JSON")?;
                 json.push('\n');
                 json
             }
-            Some(OutputFormat::Yaml) => serde_saphyr::to_string(status).context("encode YAML")?,
+            Some(OutputFormat::Yaml) => {
+                serde_saphyr::to_string(&document).context("encode YAML")?
+            }
             None => render::render(status, chrono::Utc::now(), self.colour),
         };
         if previous == Some(text.as_str()) {
@@ -317,23 +296,5 @@ impl Printer {
             .context("write to stdout")?;
         stdout.flush().context("write to stdout")?;
         Ok(Some(text))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_target_forms_split() {
-        assert_eq!(split_target("cm/app", None).expect("slash"), ("cm", "app"));
-        assert_eq!(
-            split_target("cm", Some("app")).expect("two words"),
-            ("cm", "app")
-        );
-        assert!(split_target("cm/app", Some("other")).is_err());
-        assert!(split_target("cm", None).is_err());
-        assert!(split_target("cm/", None).is_err());
-        assert!(split_target("cm/a/b", None).is_err());
     }
 }

@@ -119,7 +119,7 @@ fn draw(
 }
 
 /// `3m ago`, kubectl's short age form; the raw value when it is not RFC 3339.
-fn age(since: &str, now: DateTime<Utc>) -> String {
+pub(crate) fn age(since: &str, now: DateTime<Utc>) -> String {
     let Ok(since) = DateTime::parse_from_rfc3339(since) else {
         return since.to_string();
     };

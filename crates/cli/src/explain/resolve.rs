@@ -76,6 +76,45 @@ impl Served {
             .find_map(|(name, group, version)| self.find(name, group, version))
     }
 
+    /// Every top-level resource that can be listed, each group's versions in preference
+    /// order, with `preferred` set on the first version served of each group and resource
+    /// (the one to list: all versions share one storage).
+    pub fn listable(&self) -> Vec<(Resolved, bool)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for served_group in &self.groups {
+            let group_name = group_name(served_group);
+            for served_version in &served_group.versions {
+                let version_name = served_version.version.as_deref().unwrap_or_default();
+                for resource in &served_version.resources {
+                    let Some(plural) = resource.resource.as_deref() else {
+                        continue;
+                    };
+                    if plural.contains('/') || !resource.verbs.iter().any(|v| v == "list") {
+                        continue;
+                    }
+                    let kind = resource
+                        .response_kind
+                        .as_ref()
+                        .and_then(|gvk| gvk.kind.clone())
+                        .unwrap_or_default();
+                    let preferred = seen.insert((group_name.to_string(), plural.to_string()));
+                    out.push((
+                        Resolved {
+                            group: group_name.to_string(),
+                            version: version_name.to_string(),
+                            kind,
+                            plural: plural.to_string(),
+                            namespaced: resource.scope.as_deref() == Some("Namespaced"),
+                        },
+                        preferred,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     fn find(&self, name: &str, group: Option<&str>, version: Option<&str>) -> Option<Resolved> {
         let name = name.to_ascii_lowercase();
         for served_group in &self.groups {

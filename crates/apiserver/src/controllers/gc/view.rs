@@ -16,6 +16,9 @@
 //!   at that revision.
 //! - A view whose collector is not running (the server was started without it, or it has not
 //!   built its first graph yet) answers [`GcView::running`] with false and knows nothing.
+//! - A view built from a copy of a cluster's objects ([`GcView::of_objects`], for the CLI's
+//!   client-side answers) knows the ownership index but not the collector's queues:
+//!   [`GcView::sees_queues`] is false and every `work_for_*` answers None.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +41,8 @@ pub struct GcView {
     pub(super) in_flight: Arc<Mutex<HashMap<Item, usize>>>,
     pub(super) failures: Arc<Mutex<HashMap<Item, Failure>>>,
     pub(super) running: Arc<AtomicBool>,
+    /// Built outside the server, from a copy of the objects: the queues are not visible.
+    outside: bool,
 }
 
 /// The collector's work for one item.
@@ -68,6 +73,45 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl GcView {
+    /// A view of the ownership index of `objects` (each with the apiVersion and kind it is
+    /// served as), built the way the collector builds its graph from a fresh list; there are
+    /// no queues. Used to answer reviews in a client from a copy of a cluster's objects.
+    pub fn of_objects<'a>(objects: impl IntoIterator<Item = &'a serde_json::Value>) -> GcView {
+        let mut graph = Graph::default();
+        for object in objects {
+            let text = |field: &str| {
+                object
+                    .get(field)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let identity = super::graph::Identity {
+                api_version: text("apiVersion"),
+                kind: text("kind"),
+                namespace: crate::object::meta_str(object, "namespace")
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string),
+                name: crate::object::name(object).to_string(),
+            };
+            // The work a fresh graph implies is the live collector's business, not a copy's.
+            let _ = graph.put(identity, object);
+        }
+        let view = GcView {
+            graph: Arc::new(Mutex::new(graph)),
+            outside: true,
+            ..GcView::default()
+        };
+        view.set_running(true);
+        view
+    }
+
+    /// Whether the collector's queues are visible: false for a view built outside the
+    /// server ([`GcView::of_objects`]), where whether work is queued is unknown.
+    pub fn sees_queues(&self) -> bool {
+        !self.outside
+    }
+
     /// Whether a collector is running and has built its graph.
     pub fn running(&self) -> bool {
         self.running.load(Ordering::Acquire)
