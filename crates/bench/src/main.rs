@@ -93,6 +93,13 @@ struct Cli {
     /// ConfigMaps in each of the tenant's namespaces (tenant-teardown).
     #[arg(long, global = true, value_name = "N", default_value_t = 20)]
     tenant_configmaps: u64,
+    /// Objects in the namespace whose stuck objects are explained (deletion-insight); 100 of
+    /// them are stuck.
+    #[arg(long, global = true, value_name = "N", default_value_t = 50_000)]
+    insight_objects: u64,
+    /// Dependents of the owner whose deletion is planned (deletion-insight).
+    #[arg(long, global = true, value_name = "N", default_value_t = 10_000)]
+    plan_dependents: u64,
 }
 
 /// The most objects a deletion scenario will create in one run.
@@ -122,16 +129,20 @@ enum Scenario {
     /// A tenant of 50 namespaces × 20 ConfigMaps × 1 Database: delete → gone, against the
     /// same namespaces deleted directly.
     TenantTeardown,
+    /// `finale explain` of a stuck object in a namespace of 50 000 objects and `finale plan`
+    /// of an owner of 10 000 dependents, against the same commands computed in the client.
+    DeletionInsight,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 9] = [
+    const ALL: [Scenario; 10] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
+        Scenario::DeletionInsight,
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
         Scenario::GarbageCollection,
@@ -150,6 +161,7 @@ impl Scenario {
             Scenario::GarbageCollection => "garbage-collection",
             Scenario::DatabaseOperator => "database-operator",
             Scenario::TenantTeardown => "tenant-teardown",
+            Scenario::DeletionInsight => "deletion-insight",
             Scenario::All => "all",
         }
     }
@@ -173,6 +185,7 @@ impl Scenario {
             Scenario::TenantTeardown => {
                 scenarios::operators::tenant_teardown(settings, report).await
             }
+            Scenario::DeletionInsight => scenarios::deletion_insight::run(settings, report).await,
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }
@@ -213,7 +226,16 @@ async fn main() -> anyhow::Result<()> {
         outage: Duration::from_secs(cli.outage_seconds),
         tenant_namespaces: cli.tenant_namespaces,
         tenant_configmaps: cli.tenant_configmaps,
+        insight_objects: cli.insight_objects,
+        plan_dependents: cli.plan_dependents,
     };
+    if !(100..=MAX_OBJECTS).contains(&settings.insight_objects)
+        || !(1..=MAX_OBJECTS).contains(&settings.plan_dependents)
+    {
+        bail!(
+            "--insight-objects must be between 100 and {MAX_OBJECTS}, --plan-dependents between 1 and {MAX_OBJECTS}"
+        );
+    }
     if !(1..=100_000).contains(&settings.databases) {
         bail!("--databases must be between 1 and 100000");
     }

@@ -32,6 +32,9 @@ pub enum Goal {
     RatioAtLeast(f64),
     /// Finale's median must be at most this, in the figure's unit (time, memory).
     AtMost(f64),
+    /// finale / baseline must be at most this (a time that must be a fraction of the
+    /// baseline's: 0.02 is "50× faster").
+    RatioAtMost(f64),
 }
 
 /// One row of the table.
@@ -85,6 +88,7 @@ impl Figure {
         match self.goal? {
             Goal::RatioAtLeast(min) => Some(self.ratio()? >= min),
             Goal::AtMost(max) => Some(self.finale_median()? <= max),
+            Goal::RatioAtMost(max) => Some(self.ratio()? <= max),
         }
     }
 }
@@ -324,6 +328,7 @@ fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
     match goal {
         None => String::new(),
         Some(Goal::RatioAtLeast(min)) => format!(">={min:.1}x"),
+        Some(Goal::RatioAtMost(max)) => format!("<={max}x"),
         Some(Goal::AtMost(max)) => {
             let unit = match unit {
                 Unit::PerSecond => "/s",

@@ -8,6 +8,7 @@ use crate::load::{LoadResult, LoadSpec};
 use crate::report::{Figure, Goal, Report, Unit};
 
 pub mod cold_start;
+pub mod deletion_insight;
 pub mod finalizer_removal;
 pub mod garbage_collection;
 pub mod http_create;
@@ -50,6 +51,10 @@ pub struct Settings {
     /// Namespaces of the tenant, and ConfigMaps in each, in `tenant-teardown`.
     pub tenant_namespaces: u64,
     pub tenant_configmaps: u64,
+    /// Objects in the explained namespace, and dependents of the planned owner, in
+    /// `deletion-insight`.
+    pub insight_objects: u64,
+    pub plan_dependents: u64,
 }
 
 impl Settings {

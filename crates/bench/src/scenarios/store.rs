@@ -220,6 +220,8 @@ mod tests {
             outage: Duration::ZERO,
             tenant_namespaces: 0,
             tenant_configmaps: 0,
+            insight_objects: 100,
+            plan_dependents: 1,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
         run(&settings, &mut report, false).await.unwrap();
