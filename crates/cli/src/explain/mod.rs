@@ -95,7 +95,8 @@ fn exit_code(verdict: Verdict) -> u8 {
         Verdict::Gone | Verdict::NotDeleting => 0,
         Verdict::Progressing => 2,
         Verdict::Stuck => 3,
-        Verdict::Other => 1,
+        // Plan verdicts never answer an Explain review.
+        Verdict::WillComplete | Verdict::WillHang | Verdict::Other => 1,
     }
 }
 

@@ -20,15 +20,17 @@ pub fn verdict_name(verdict: Verdict) -> &'static str {
         Verdict::NotDeleting => "NotDeleting",
         Verdict::Progressing => "Progressing",
         Verdict::Stuck => "Stuck",
+        Verdict::WillComplete => "WillComplete",
+        Verdict::WillHang => "WillHang",
         Verdict::Other => "Unknown",
     }
 }
 
 fn verdict_style(verdict: Verdict) -> Style {
     let colour = match verdict {
-        Verdict::Gone | Verdict::NotDeleting => AnsiColor::Green,
+        Verdict::Gone | Verdict::NotDeleting | Verdict::WillComplete => AnsiColor::Green,
         Verdict::Progressing => AnsiColor::Yellow,
-        Verdict::Stuck | Verdict::Other => AnsiColor::Red,
+        Verdict::Stuck | Verdict::WillHang | Verdict::Other => AnsiColor::Red,
     };
     colour.on_default().bold()
 }
