@@ -40,9 +40,12 @@
 //! # Caveats
 //! - The collector's index is live state: a dependent created in the last milliseconds may
 //!   not be in it yet. With the collector stopped, no dependent is known (the summary says so).
-//! - In foreground deletion, a dependent with two owners that are both being deleted may stop
-//!   blocking one of them if the collector happens to reach it while the other still stands;
-//!   the plan assumes it blocks both, so it may name one blocked owner too many.
+//! - Where the collector's outcome depends on timing, the replay takes the usual order: the
+//!   items queued together are decided at once, each on the state before the others' writes
+//!   land (reads take microseconds, writes a durable commit). This matters only while a hang
+//!   lasts — e.g. in foreground deletion, whether a dependent of two owners that are both
+//!   being deleted still blocks the first when it is reached — never for what is deleted in
+//!   the end.
 //! - Deleting a CustomResourceDefinition also deletes its instances; Plan does not follow
 //!   that yet.
 
@@ -144,6 +147,11 @@ enum Work {
 struct Replay<'n> {
     nodes: &'n [Node],
     state: Vec<Sim>,
+    /// The state at the start of the current round: what every decision of the round reads.
+    /// The collector's workers take the items queued together at once, and each reads the
+    /// store before the others' writes land; deciding on the round's starting state is how
+    /// the replay matches that.
+    seen: Vec<Sim>,
     queue: VecDeque<Work>,
     /// Every finalizer is removed in the end (the hangs resolved), or only live ones.
     resolve_hangs: bool,
@@ -173,6 +181,7 @@ impl<'n> Replay<'n> {
             .collect();
         Replay {
             nodes,
+            seen: Vec::new(),
             state,
             queue: VecDeque::new(),
             resolve_hangs,
@@ -188,38 +197,57 @@ impl<'n> Replay<'n> {
             }
         }
         let mut budget = self.nodes.len().saturating_mul(MAX_STEPS_PER_OBJECT) + 64;
-        while let Some(work) = self.queue.pop_front() {
-            if budget == 0 {
-                tracing::warn!("deletion plan replay ran out of steps; the answer may be partial");
-                break;
-            }
-            budget -= 1;
-            match work {
-                Work::Progress(index) => self.progress(index),
-                Work::Attempt(index) => self.attempt(index),
+        while !self.queue.is_empty() {
+            let round: Vec<Work> = self.queue.drain(..).collect();
+            self.seen = self.state.clone();
+            for work in round {
+                if budget == 0 {
+                    tracing::warn!(
+                        "deletion plan replay ran out of steps; the answer may be partial"
+                    );
+                    return;
+                }
+                budget -= 1;
+                match work {
+                    Work::Progress(index) => self.progress(index),
+                    Work::Attempt(index) => self.attempt(index),
+                }
             }
         }
     }
 
-    fn is_waiting(&self, index: usize) -> bool {
-        let s = &self.state[index];
+    fn waiting_in(state: &[Sim], index: usize) -> bool {
+        let s = &state[index];
         s.exists && s.terminating && has(&s.finalizers, FOREGROUND_FINALIZER)
     }
 
-    /// In-scope dependents still referencing `owner`.
-    fn live_dependents(&self, owner: usize) -> Vec<usize> {
+    fn is_waiting(&self, index: usize) -> bool {
+        Self::waiting_in(&self.state, index)
+    }
+
+    /// Whether `index` was waiting at the start of the round.
+    fn was_seen_waiting(&self, index: usize) -> bool {
+        Self::waiting_in(&self.seen, index)
+    }
+
+    fn dependents_in(&self, state: &[Sim], owner: usize) -> Vec<usize> {
         self.nodes[owner]
             .dependents
             .iter()
             .copied()
             .filter(|&d| {
-                self.state[d].exists
-                    && self.state[d]
+                state[d].exists
+                    && state[d]
                         .owners
                         .iter()
                         .any(|o| o.target == RefTarget::Node(owner))
             })
             .collect()
+    }
+
+    /// In-scope dependents still referencing `owner`.
+    fn live_dependents(&self, owner: usize) -> Vec<usize> {
+        self.dependents_in(&self.state, owner)
     }
 
     /// A DELETE of one object with `policy`, as the registry would apply it.
@@ -341,11 +369,12 @@ impl<'n> Replay<'n> {
                 .retain(|f| f != ORPHAN_FINALIZER);
         }
         if has(&self.state[index].finalizers, FOREGROUND_FINALIZER) {
+            // GC14, on the graph as the round found it.
             let blocking: Vec<usize> = self
-                .live_dependents(index)
+                .dependents_in(&self.seen, index)
                 .into_iter()
                 .filter(|&d| {
-                    self.state[d]
+                    self.seen[d]
                         .owners
                         .iter()
                         .any(|o| o.target == RefTarget::Node(index) && o.block)
@@ -357,7 +386,7 @@ impl<'n> Replay<'n> {
                     .retain(|f| f != FOREGROUND_FINALIZER);
             } else {
                 for dependent in blocking {
-                    if !self.is_waiting(dependent) {
+                    if !self.was_seen_waiting(dependent) {
                         self.queue.push_back(Work::Attempt(dependent));
                     }
                 }
@@ -421,13 +450,14 @@ impl<'n> Replay<'n> {
         if owners.is_empty() {
             return;
         }
+        // GC8, on the owners as the round found them.
         let (mut solid, mut stale, mut waiting) = (0, Vec::new(), Vec::new());
         for owner in &owners {
             match owner.target {
                 RefTarget::Dangling => stale.push(owner.target.clone()),
                 RefTarget::Unverifiable(_) => solid += 1,
-                RefTarget::Node(o) if !self.state[o].exists => stale.push(owner.target.clone()),
-                RefTarget::Node(o) if self.is_waiting(o) => {
+                RefTarget::Node(o) if !self.seen[o].exists => stale.push(owner.target.clone()),
+                RefTarget::Node(o) if self.was_seen_waiting(o) => {
                     stale.push(owner.target.clone());
                     waiting.push(o);
                 }
@@ -446,11 +476,11 @@ impl<'n> Replay<'n> {
             }
             return;
         }
-        let own_dependents = self.live_dependents(index);
+        let own_dependents = self.dependents_in(&self.seen, index);
         let policy = if !waiting.is_empty() && !own_dependents.is_empty() {
             // The cycle guard: a dependent already waiting on this object must not wait on
             // this object's owners in turn.
-            if own_dependents.iter().any(|&d| self.is_waiting(d)) {
+            if own_dependents.iter().any(|&d| self.was_seen_waiting(d)) {
                 for link in self.state[index].owners.iter_mut() {
                     if matches!(link.target, RefTarget::Node(o) if waiting.contains(&o)) {
                         link.block = false;
