@@ -2,6 +2,7 @@
 
 mod explain;
 mod operator;
+mod plan;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -37,6 +38,10 @@ enum Command {
     /// Say why an object is not gone (asks the server for a DeletionReview). Exit code:
     /// 0 Gone or NotDeleting, 2 Progressing, 3 Stuck, 1 error.
     Explain(explain::ExplainArgs),
+    /// Preview what deleting an object would do (a DeletionReview in Plan mode): what is
+    /// deleted, orphaned, kept, and what will hang. Exit code: 0 it will complete, 2 it will
+    /// hang, 1 error.
+    Plan(plan::PlanArgs),
 }
 
 #[derive(clap::Args)]
@@ -129,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             .block_on(operator::run(operator))
             .map(|()| std::process::ExitCode::SUCCESS),
         Command::Explain(args) => runtime.block_on(explain::run(args)),
+        Command::Plan(args) => runtime.block_on(plan::run(args)),
     }
 }
 

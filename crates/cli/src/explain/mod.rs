@@ -18,8 +18,8 @@
 //! Only the server's answer is shown: against a server that does not serve
 //! `deletion.finale.dev` the command fails (a client-side fallback is not built yet).
 
-mod render;
-mod resolve;
+pub(crate) mod render;
+pub(crate) mod resolve;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -77,16 +77,30 @@ pub struct ExplainArgs {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum OutputFormat {
+pub(crate) enum OutputFormat {
     Json,
     Yaml,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum ColorChoice {
+pub(crate) enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour stdout: on a terminal unless `NO_COLOR` is set, or as forced.
+    pub(crate) fn enabled(self) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
 }
 
 /// The exit code of a verdict (see the module documentation).
@@ -141,14 +155,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         },
         ..DeletionReviewSpec::default()
     });
-    let colour = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
-    };
+    let colour = args.color.enabled();
     let printer = Printer {
         format: args.output,
         colour,
@@ -173,16 +180,17 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `TYPE/NAME` or `TYPE NAME`, never both or neither.
-fn split_target<'a>(target: &'a str, name: Option<&'a str>) -> anyhow::Result<(&'a str, &'a str)> {
+pub(crate) fn split_target<'a>(
+    target: &'a str,
+    name: Option<&'a str>,
+) -> anyhow::Result<(&'a str, &'a str)> {
     let (type_, name) = match (target.split_once('/'), name) {
         (Some((type_, name)), None) => (type_, name),
         (None, Some(name)) => (target, name),
         (Some(_), Some(extra)) => bail!(
             "there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (got \"{target}\" and \"{extra}\")"
         ),
-        (None, None) => bail!(
-            "name the object to explain: TYPE/NAME or TYPE NAME (e.g. `finale explain configmap/app`)"
-        ),
+        (None, None) => bail!("name the object: TYPE/NAME or TYPE NAME (e.g. `configmap/app`)"),
     };
     if type_.is_empty() || name.is_empty() || name.contains('/') {
         bail!("\"{target}\" is not TYPE/NAME (e.g. `configmap/app`)");
@@ -191,7 +199,7 @@ fn split_target<'a>(target: &'a str, name: Option<&'a str>) -> anyhow::Result<(&
 }
 
 /// The core and named groups, from aggregated discovery.
-async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
+pub(crate) async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
     let core = client
         .list_core_api_versions_aggregated()
         .await
@@ -204,7 +212,7 @@ async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
 }
 
 /// Creates the review and returns its answer.
-async fn ask(
+pub(crate) async fn ask(
     reviews: &Api<DeletionReview>,
     review: &DeletionReview,
 ) -> anyhow::Result<DeletionReviewStatus> {
