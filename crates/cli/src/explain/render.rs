@@ -208,6 +208,7 @@ mod tests {
             resource_version: "7".into(),
             summary: "Namespace shop is stuck".into(),
             causes: vec![root],
+            plan: None,
         };
         let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
             .expect("time")
