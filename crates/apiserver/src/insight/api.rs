@@ -25,8 +25,8 @@ pub const DEFAULT_MAX_NODES: u32 = 500;
 // DeletionReview
 // ---------------------------------------------------------------------------------------------
 
-/// Asks the server why an object is not gone (`Explain`). Create-only: the answer comes back
-/// in `status` and nothing is stored.
+/// Asks the server why an object is not gone (`Explain`), or what deleting it would do
+/// (`Plan`). Create-only: the answer comes back in `status` and nothing is stored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletionReview {
