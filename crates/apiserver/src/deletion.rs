@@ -86,6 +86,19 @@ pub fn gc_finalizers(
     (stored_set != next_set).then_some(next)
 }
 
+/// N4.2: the garbage-collector finalizer the first DELETE of a namespace adds: only the
+/// request's own policy counts (a namespace has no default that adds one).
+pub fn namespace_gc_finalizer(options: &DeleteOptions) -> Option<&'static str> {
+    match (
+        options.orphan_dependents,
+        options.propagation_policy.as_deref(),
+    ) {
+        (Some(true), _) | (None, Some("Orphan")) => Some(ORPHAN_FINALIZER),
+        (Some(false), _) | (None, Some("Foreground")) => Some(FOREGROUND_FINALIZER),
+        _ => None,
+    }
+}
+
 /// What graceful deletion decides for one DELETE (D3.3–D3.6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Graceful {

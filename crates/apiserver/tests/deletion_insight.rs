@@ -392,16 +392,34 @@ async fn reviews_are_create_only_and_check_their_input() {
         "{status}"
     );
 
-    // Plan is not implemented yet, and says so.
-    let mut plan = review_body(target("v1", "ConfigMap", "default", "plain"));
-    plan["spec"]["mode"] = json!("Plan");
+    // A propagationPolicy belongs to Plan mode; an unknown one is refused with the values.
+    let mut explain_with_policy = review_body(target("v1", "ConfigMap", "default", "plain"));
+    explain_with_policy["spec"]["propagationPolicy"] = json!("Orphan");
     let status = http
-        .post(REVIEWS, &plan)
+        .post(REVIEWS, &explain_with_policy)
         .await
         .expect_failure(422, "Invalid");
-    assert_eq!(status["details"]["causes"][0]["field"], "spec.mode");
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        "spec.propagationPolicy"
+    );
     assert!(
-        message(&status).contains("Plan mode is not implemented yet"),
+        message(&status).contains("applies to mode Plan only"),
+        "{status}"
+    );
+    let mut sideways = review_body(target("v1", "ConfigMap", "default", "plain"));
+    sideways["spec"]["mode"] = json!("Plan");
+    sideways["spec"]["propagationPolicy"] = json!("Sideways");
+    let status = http
+        .post(REVIEWS, &sideways)
+        .await
+        .expect_failure(422, "Invalid");
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        "spec.propagationPolicy"
+    );
+    assert!(
+        message(&status).contains("\"Background\", \"Foreground\", \"Orphan\""),
         "{status}"
     );
 

@@ -5,6 +5,7 @@ mod explain;
 mod fallback;
 mod finalize;
 mod operator;
+mod plan;
 mod tree;
 
 use std::io::IsTerminal;
@@ -48,6 +49,10 @@ enum Command {
     /// the evidence and a confirmation digest; `--confirm DIGEST` does it and keeps a record
     /// (a FinalizerRemoval).
     Finalize(finalize::FinalizeArgs),
+    /// Preview what deleting an object would do (a DeletionReview in Plan mode): what is
+    /// deleted, orphaned, kept, and what will hang. Exit code: 0 it will complete, 2 it will
+    /// hang, 1 error.
+    Plan(plan::PlanArgs),
 }
 
 #[derive(clap::Args)]
@@ -163,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Explain(args) => runtime.block_on(explain::run(args)),
         Command::Tree(args) => runtime.block_on(tree::run(args)),
         Command::Finalize(args) => runtime.block_on(finalize::run(args)),
+        Command::Plan(args) => runtime.block_on(plan::run(args)),
     }
 }
 

@@ -25,8 +25,8 @@ pub const DEFAULT_MAX_NODES: u32 = 500;
 // DeletionReview
 // ---------------------------------------------------------------------------------------------
 
-/// Asks the server why an object is not gone (`Explain`). Create-only: the answer comes back
-/// in `status` and nothing is stored.
+/// Asks the server why an object is not gone (`Explain`), or what deleting it would do
+/// (`Plan`). Create-only: the answer comes back in `status` and nothing is stored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletionReview {
@@ -61,6 +61,10 @@ pub struct DeletionReviewSpec {
     /// The most cause nodes the answer holds; what does not fit is counted ("…and N more").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
+    /// Plan: the DELETE's `propagationPolicy` (`Background`, `Foreground`, `Orphan`); none
+    /// means the kind's default, as for a DELETE that names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation_policy: Option<String>,
 }
 
 /// The object a review is about: `apiVersion` with `kind` or `resource`, and its name.
@@ -86,7 +90,7 @@ pub enum ReviewMode {
     /// Why is this object not gone yet?
     #[default]
     Explain,
-    /// What would a DELETE of it do? (Not served yet.)
+    /// What would a DELETE of it do?
     Plan,
 }
 
@@ -102,6 +106,56 @@ pub struct DeletionReviewStatus {
     /// being deleted.
     #[serde(default)]
     pub causes: Vec<CauseNode>,
+    /// Plan mode: what the DELETE would do, counted exactly (the tree is in `causes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanStatus>,
+}
+
+/// Plan mode's counts, hangs and external resources. Counts are exact even when the tree
+/// in `causes` is cut to `maxNodes`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStatus {
+    /// The policy the DELETE would apply: the request's, or the kind's default.
+    pub propagation_policy: String,
+    /// `Request` when the review named the policy, `Default` when it is the kind's default.
+    pub policy_source: String,
+    /// Objects the DELETE removes in the end, the target included (hanging ones too: they go
+    /// once their finalizers are removed).
+    pub deleted: u32,
+    /// `deleted` per kind (`Kind.group`, or `Kind` for the core group).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deleted_by_kind: BTreeMap<String, u32>,
+    /// Dependents that stay, with their reference to a deleted owner removed.
+    pub orphaned: u32,
+    /// Dependents that stay because another owner that is not deleted keeps them.
+    pub kept: u32,
+    /// Objects that would be left terminating with a finalizer nobody will remove.
+    pub hangs: u32,
+    /// Objects that would wait behind a hang (their deletion is not reached, or waits for
+    /// it, until the hang is resolved).
+    pub blocked: u32,
+    /// Why each hanging object hangs: one `Stuck` cause per finalizer (or grace period).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hang_causes: Vec<CauseNode>,
+    /// What the controllers whose finalizers are on deleted objects declare they clean up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_resources: Vec<ExternalResource>,
+}
+
+/// An external resource a controller cleans up before it removes its finalizer, as its
+/// `FinalizerClaim` declares.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalResource {
+    pub object: ObjectRef,
+    pub finalizer: String,
+    pub claim: String,
+    pub controller: String,
+    pub cleans_up: Vec<String>,
+    /// The controller is not alive: the cleanup (and the deletion) waits for it.
+    #[serde(default)]
+    pub will_hang: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +169,10 @@ pub enum Verdict {
     Progressing,
     /// Being deleted, and something that holds it is dead, unknown or has nobody to act.
     Stuck,
+    /// Plan: the DELETE would run to its end (every finalizer has a live controller).
+    WillComplete,
+    /// Plan: some object would be left with a finalizer nobody will remove.
+    WillHang,
     #[serde(other)]
     Other,
 }
@@ -149,6 +207,12 @@ pub enum CauseType {
     PendingDeletion,
     /// Nodes left out to keep the answer within `maxNodes`.
     More,
+    /// Plan: the object is deleted.
+    Deletes,
+    /// Plan: the object stays, its reference to a deleted owner removed.
+    Orphans,
+    /// Plan: the object stays because another owner keeps it (`evidence.keptBy`).
+    Keeps,
     #[serde(other)]
     Other,
 }

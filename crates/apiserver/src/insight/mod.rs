@@ -4,7 +4,8 @@
 //!   finalizers it removes and the Lease that shows it is alive ([`claims`]).
 //! - `DeletionReview` (cluster-scoped, create-only, like `SubjectAccessReview`): POST a
 //!   target and get it back with `status` filled in — why the object is not gone yet
-//!   ([`review`]). Nothing is stored; every other verb is 405.
+//!   ([`review`]), or what a DELETE of it would do (`mode: Plan`, [`plan`]). Nothing is
+//!   stored; every other verb is 405.
 //! - `FinalizerRemoval` (cluster-scoped, create and read only): forces a finalizer off an
 //!   object whose owner cannot remove it, after re-checking the evidence, and keeps the
 //!   record ([`removal`]).
@@ -23,14 +24,15 @@
 //! # Guarantees
 //! - A review's answer is computed from one store revision, reported as
 //!   `status.resourceVersion`, plus the garbage collector's live queues and graph.
-//! - Bad input gets a 422 `Status` naming the field; `mode: Plan` gets a 422 saying it is not
-//!   implemented yet.
+//! - Bad input gets a 422 `Status` naming the field (a `propagationPolicy` outside Plan mode
+//!   included).
 //!
 //! # Caveats
-//! - Plan mode, finalizer provenance and claim status are not served yet.
+//! - Finalizer provenance and claim status are not served yet.
 
 pub mod api;
 pub mod claims;
+pub mod plan;
 pub mod removal;
 pub mod review;
 pub mod runtime_config;
@@ -83,6 +85,10 @@ fn review_schema() -> Value {
                         }
                     },
                     "mode": {"type": "string", "enum": ["Explain", "Plan"], "default": "Explain"},
+                    "propagationPolicy": {
+                        "type": "string",
+                        "enum": ["Background", "Foreground", "Orphan"]
+                    },
                     "maxNodes": {
                         "type": "integer",
                         "format": "int32",
@@ -178,11 +184,13 @@ impl Insight {
             .transpose()
             .map_err(|e| ApiError::bad_request(format!("spec does not decode: {e}")))?
             .unwrap_or_default();
-        if spec.mode == ReviewMode::Plan {
+        if spec.mode == ReviewMode::Explain
+            && let Some(policy) = &spec.propagation_policy
+        {
             return Err(invalid(&[FieldError::invalid(
-                "spec.mode",
-                "Plan",
-                "Plan mode is not implemented yet; only Explain is served for now",
+                "spec.propagationPolicy",
+                policy,
+                "applies to mode Plan only (what a DELETE with this policy would do)",
             )]));
         }
         let Some(target_type) = target_type else {
@@ -190,7 +198,10 @@ impl Insight {
                 "the review's target type was not resolved",
             ));
         };
-        let status = self.explain(&target_type, &spec).await?;
+        let status = match spec.mode {
+            ReviewMode::Explain => self.explain(&target_type, &spec).await?,
+            ReviewMode::Plan => self.plan(target_type, &spec).await?,
+        };
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
         if let Some(map) = object.as_object_mut() {
@@ -333,6 +344,23 @@ impl Insight {
         Some(target_type)
     }
 
+    /// Plan mode, at the store's latest revision.
+    async fn plan(
+        &self,
+        target_type: Arc<ResourceType>,
+        spec: &DeletionReviewSpec,
+    ) -> ApiResult<DeletionReviewStatus> {
+        let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        plan_at(
+            self.registry.catalog(),
+            &snapshot,
+            &self.gc,
+            target_type,
+            spec,
+        )
+        .await
+    }
+
     /// Explain mode, at the store's latest revision.
     async fn explain(
         &self,
@@ -351,6 +379,74 @@ impl Insight {
     }
 }
 
+/// The target at `snapshot`, or the `Gone` answer when it does not exist (or another
+/// object of the same name stands in for the uid the caller meant).
+async fn read_target(
+    snapshot: &Snapshot,
+    target_type: &ResourceType,
+    spec: &DeletionReviewSpec,
+    status: &mut DeletionReviewStatus,
+) -> ApiResult<Option<Value>> {
+    let target = &spec.target;
+    let namespace = Some(target.namespace.as_str()).filter(|n| !n.is_empty());
+    let shown = if target.namespace.is_empty() {
+        format!("{} {}", target_type.kind, target.name)
+    } else {
+        format!("{} {}/{}", target_type.kind, target.namespace, target.name)
+    };
+    let Some(object) = snapshot.get(target_type, namespace, &target.name).await? else {
+        status.verdict = Verdict::Gone;
+        status.summary = format!("{shown} does not exist: it is gone (or never existed)");
+        return Ok(None);
+    };
+    let uid = object::uid(&object);
+    if !target.uid.is_empty() && target.uid != uid {
+        status.verdict = Verdict::Gone;
+        status.summary = format!(
+            "{shown} with uid {} is gone; another object of the same name (uid {uid}) exists now",
+            target.uid
+        );
+        return Ok(None);
+    }
+    Ok(Some(object))
+}
+
+/// Plan mode over any snapshot and collector view (see [`explain_at`]).
+pub async fn plan_at(
+    catalog: &crate::resources::Catalog,
+    snapshot: &Snapshot,
+    gc: &GcView,
+    target_type: Arc<ResourceType>,
+    spec: &DeletionReviewSpec,
+) -> ApiResult<DeletionReviewStatus> {
+    let mut status = DeletionReviewStatus {
+        resource_version: snapshot.revision().to_string(),
+        ..DeletionReviewStatus::default()
+    };
+    let Some(object) = read_target(snapshot, &target_type, spec, &mut status).await? else {
+        return Ok(status);
+    };
+    let planner = plan::Planner::new(catalog, snapshot, gc, chrono::Utc::now()).await?;
+    let max_nodes = spec.max_nodes.unwrap_or(api::DEFAULT_MAX_NODES) as usize;
+    let answer = planner
+        .plan(
+            target_type,
+            object,
+            spec.propagation_policy.as_deref(),
+            max_nodes,
+        )
+        .await?;
+    status.verdict = if answer.plan.hangs > 0 {
+        Verdict::WillHang
+    } else {
+        Verdict::WillComplete
+    };
+    status.summary = answer.summary;
+    status.causes = answer.causes;
+    status.plan = Some(answer.plan);
+    Ok(status)
+}
+
 /// Explain mode over any snapshot and collector view: the server's store and live collector,
 /// or a copy of a cluster the CLI loaded itself (its client-side fallback), so both answer
 /// with the same code.
@@ -363,7 +459,6 @@ pub async fn explain_at(
 ) -> ApiResult<DeletionReviewStatus> {
     {
         let target = &spec.target;
-        let namespace = Some(target.namespace.as_str()).filter(|n| !n.is_empty());
         let shown = if target.namespace.is_empty() {
             format!("{} {}", target_type.kind, target.name)
         } else {
@@ -373,20 +468,10 @@ pub async fn explain_at(
             resource_version: snapshot.revision().to_string(),
             ..DeletionReviewStatus::default()
         };
-        let Some(object) = snapshot.get(target_type, namespace, &target.name).await? else {
-            status.verdict = Verdict::Gone;
-            status.summary = format!("{shown} does not exist: it is gone (or never existed)");
+        let Some(object) = read_target(snapshot, target_type, spec, &mut status).await? else {
             return Ok(status);
         };
         let uid = object::uid(&object);
-        if !target.uid.is_empty() && target.uid != uid {
-            status.verdict = Verdict::Gone;
-            status.summary = format!(
-                "{shown} with uid {} is gone; another object of the same name (uid {uid}) exists now",
-                target.uid
-            );
-            return Ok(status);
-        }
         if !object::is_terminating(&object) {
             status.verdict = Verdict::NotDeleting;
             status.summary = format!("{shown} exists and is not being deleted");

@@ -62,7 +62,7 @@ pub struct Explainer<'a> {
 }
 
 /// A node's state with its children's folded in.
-fn worst(state: CauseState, children: &[CauseNode]) -> CauseState {
+pub(crate) fn worst(state: CauseState, children: &[CauseNode]) -> CauseState {
     children.iter().map(|c| c.state).fold(state, std::cmp::max)
 }
 
@@ -83,7 +83,7 @@ fn parse_time(text: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-fn plural(count: usize, one: &str, many: &str) -> String {
+pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
     if count == 1 {
         format!("1 {one}")
     } else {
@@ -116,7 +116,7 @@ pub fn object_ref(resource: &ResourceType, object: &Value) -> ObjectRef {
     }
 }
 
-fn node(
+pub(crate) fn node(
     object: Option<ObjectRef>,
     type_: CauseType,
     state: CauseState,
@@ -134,7 +134,7 @@ fn node(
     }
 }
 
-fn evidence(node: &mut CauseNode, key: &str, value: impl Into<String>) {
+pub(crate) fn evidence(node: &mut CauseNode, key: &str, value: impl Into<String>) {
     node.evidence.insert(key.to_string(), value.into());
 }
 
@@ -272,7 +272,7 @@ impl<'a> Explainer<'a> {
     }
 
     /// `Finalizer`: who claims `finalizer` on this object, and whether they are alive.
-    async fn finalizer(
+    pub(crate) async fn finalizer(
         &mut self,
         resource: &ResourceType,
         this: &ObjectRef,

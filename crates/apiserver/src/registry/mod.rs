@@ -1428,14 +1428,7 @@ fn plan_namespace_delete(
     }
     let mut updated = stored.clone();
     let stored_finalizers = object::finalizers(stored);
-    let wanted = match (
-        options.orphan_dependents,
-        options.propagation_policy.as_deref(),
-    ) {
-        (Some(true), _) | (None, Some("Orphan")) => Some(deletion::ORPHAN_FINALIZER),
-        (Some(false), _) | (None, Some("Foreground")) => Some(deletion::FOREGROUND_FINALIZER),
-        _ => None,
-    };
+    let wanted = deletion::namespace_gc_finalizer(options);
     if let Some(wanted) = wanted {
         let mut finalizers: Vec<String> = stored_finalizers
             .into_iter()

@@ -69,6 +69,10 @@ pub struct ExplainArgs {
     /// last verdict's. No default: it waits until the object is gone or Ctrl-C.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "watch")]
     timeout: Option<Duration>,
+    /// Compute the answer in this client (list the cluster, then explain over the copy) even
+    /// when the server could answer: to cross-check it, or to measure the difference.
+    #[arg(long, conflicts_with = "watch")]
+    client_side: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -83,7 +87,8 @@ fn exit_code(verdict: Verdict) -> u8 {
         Verdict::Gone | Verdict::NotDeleting => 0,
         Verdict::Progressing => 2,
         Verdict::Stuck => 3,
-        Verdict::Other => 1,
+        // Plan verdicts never answer an Explain review.
+        Verdict::WillComplete | Verdict::WillHang | Verdict::Other => 1,
     }
 }
 
@@ -125,7 +130,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         target: target.target_ref(),
         ..DeletionReviewSpec::default()
     });
-    let answerer = if session.serves_insight() {
+    let answerer = if session.serves_insight() && !args.client_side {
         Answerer::Server(Api::<DeletionReview>::all(session.clients.requests.clone()))
     } else {
         Answerer::Client(ClusterCopy::load(&session, "finale explain").await?)
@@ -174,7 +179,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Creates the review and returns its answer.
-async fn ask(
+pub(crate) async fn ask(
     reviews: &Api<DeletionReview>,
     review: &DeletionReview,
 ) -> anyhow::Result<DeletionReviewStatus> {

@@ -20,15 +20,17 @@ pub fn verdict_name(verdict: Verdict) -> &'static str {
         Verdict::NotDeleting => "NotDeleting",
         Verdict::Progressing => "Progressing",
         Verdict::Stuck => "Stuck",
+        Verdict::WillComplete => "WillComplete",
+        Verdict::WillHang => "WillHang",
         Verdict::Other => "Unknown",
     }
 }
 
 fn verdict_style(verdict: Verdict) -> Style {
     let colour = match verdict {
-        Verdict::Gone | Verdict::NotDeleting => AnsiColor::Green,
+        Verdict::Gone | Verdict::NotDeleting | Verdict::WillComplete => AnsiColor::Green,
         Verdict::Progressing => AnsiColor::Yellow,
-        Verdict::Stuck | Verdict::Other => AnsiColor::Red,
+        Verdict::Stuck | Verdict::WillHang | Verdict::Other => AnsiColor::Red,
     };
     colour.on_default().bold()
 }
@@ -206,6 +208,7 @@ mod tests {
             resource_version: "7".into(),
             summary: "Namespace shop is stuck".into(),
             causes: vec![root],
+            plan: None,
         };
         let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
             .expect("time")

@@ -1,0 +1,1149 @@
+//! Plan mode: what a DELETE with a given `propagationPolicy` would do, without doing it.
+//!
+//! A [`Planner`] reads the same inputs as the [`Explainer`]: one store revision (a
+//! [`Snapshot`]), the garbage collector's read-only [`GcView`] for the owner → dependents
+//! index, and the `FinalizerClaim`s (through the Explainer, which also judges each finalizer).
+//! It works in two steps:
+//!
+//! 1. **Reach.** The target, its dependents followed transitively through the collector's
+//!    index (each re-read at the snapshot, its reference re-checked), a namespace's content
+//!    (one range read per resource in that namespace), and every owner those objects name
+//!    outside that set (one read each), so a dependent's other owners can be judged.
+//! 2. **Replay.** The collector's and the namespace controller's rules run over that small
+//!    graph in memory, as the real DELETE would set them off: the registry's own decision
+//!    rules for which finalizers a DELETE leaves ([`deletion::gc_finalizers`],
+//!    [`deletion::namespace_gc_finalizer`], [`deletion::pod_grace_period`]), then GC4–GC16
+//!    (dangling, waiting and solid references; foreground's `blockOwnerDeletion`; orphaning)
+//!    and N6 (pods first, then the rest). It runs twice: once with only the finalizers whose
+//!    controller is alive being removed — what happens while hangs last — and once with every
+//!    finalizer removed — where the DELETE ends once the hangs are resolved.
+//!
+//! Each reached object gets an outcome: `Deletes`, `Orphans` (stays, its reference to a
+//! deleted owner removed) or `Keeps` (stays because an owner that is not deleted keeps it,
+//! named in `evidence.keptBy`). An object deleted in the end that carries a finalizer nobody
+//! will remove (unclaimed, or claimed by a controller whose Lease expired or is missing), or a
+//! Pod whose grace period no node agent will end, *hangs*; objects whose deletion waits behind
+//! a hang are *blocked*. The verdict is `WillHang` when anything hangs, else `WillComplete`.
+//!
+//! # Guarantees
+//! - Reads are by key or by index only: the collector's dependents index and one namespace
+//!   prefix per resource for a namespace's content; no plan lists the whole store.
+//! - Every read is at the snapshot's revision, reported as `status.resourceVersion`.
+//! - Counts in `status.plan` are exact; only the tree in `causes` is cut to `maxNodes`.
+//! - Nothing is written.
+//!
+//! # Assumptions
+//! - Controllers whose Lease is live remove their finalizers; nobody removes the others.
+//! - Owners outside the DELETE's reach stay as they are (one that is itself being deleted by
+//!   an earlier request still counts as keeping its dependents).
+//!
+//! # Caveats
+//! - The collector's index is live state: a dependent created in the last milliseconds may
+//!   not be in it yet. With the collector stopped, no dependent is known (the summary says so).
+//! - Where the collector's outcome depends on timing, the replay takes the usual order: the
+//!   items queued together are decided at once, each on the state before the others' writes
+//!   land (reads take microseconds, writes a durable commit). This matters only while a hang
+//!   lasts — e.g. in foreground deletion, whether a dependent of two owners that are both
+//!   being deleted still blocks the first when it is reached — never for what is deleted in
+//!   the end.
+//! - Deleting a CustomResourceDefinition also deletes its instances; Plan does not follow
+//!   that yet.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::api::{CauseNode, CauseState, CauseType, ExternalResource, ObjectRef, PlanStatus};
+use super::review::{self, Explainer, evidence, node, object_ref, plural, worst};
+use super::snapshot::Snapshot;
+use crate::controllers::gc::GcView;
+use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
+use crate::object;
+use crate::registry::DeleteOptions;
+use crate::resources::{Catalog, ResourceType};
+use crate::status::ApiResult;
+
+/// A bound on replay steps, far above what any reachable graph needs (each step removes a
+/// finalizer, a reference or an object, or sets a deletion); a guard against a rule bug.
+const MAX_STEPS_PER_OBJECT: usize = 64;
+
+/// Where one owner reference points.
+#[derive(Clone, Debug, PartialEq)]
+enum RefTarget {
+    /// An object in the plan's graph.
+    Node(usize),
+    /// An owner that does not exist (or another object of the same name): dangling (GC5,
+    /// GC17, GC19).
+    Dangling,
+    /// An owner the collector can never verify, so it never collects the dependent (GC20,
+    /// or an owner kind nobody serves): the text says which.
+    Unverifiable(String),
+}
+
+#[derive(Clone, Debug)]
+struct OwnerLink {
+    target: RefTarget,
+    block: bool,
+}
+
+/// What holds an object once it is terminating, besides the collector's finalizers.
+#[derive(Clone, Debug)]
+struct Hold {
+    /// The finalizer (or `spec.finalizers` token of a namespace); empty for a grace period.
+    finalizer: String,
+    in_spec: bool,
+    /// The Explainer's judgement: `Progressing` when a live controller removes it.
+    cause: CauseNode,
+}
+
+impl Hold {
+    fn removed_by_a_controller(&self) -> bool {
+        self.cause.state == CauseState::Progressing
+    }
+}
+
+/// One object of the plan's graph.
+struct Node {
+    resource: Arc<ResourceType>,
+    object: Value,
+    this: ObjectRef,
+    /// In the DELETE's reach: the target, its dependents, a namespace's content.
+    in_scope: bool,
+    /// Reached as a namespace's content (deleted by the namespace controller).
+    content: bool,
+    /// The object it was reached from, for the tree.
+    parent: Option<usize>,
+    owners: Vec<OwnerLink>,
+    /// Its `ownerReferences`' count of targets in the graph; in-scope dependents by index.
+    dependents: Vec<usize>,
+    holds: Vec<Hold>,
+    /// A Pod's grace period if deleted now (PG1), when no node agent will end it.
+    grace_seconds: i64,
+}
+
+/// The replayed state of one object.
+#[derive(Clone, Debug)]
+struct Sim {
+    exists: bool,
+    terminating: bool,
+    /// `metadata.finalizers`, collector's included.
+    finalizers: Vec<String>,
+    /// A namespace's `spec.finalizers`.
+    spec_tokens: Vec<String>,
+    grace_pending: bool,
+    owners: Vec<OwnerLink>,
+    /// In-scope owners whose reference the orphan worker removed.
+    orphaned_from: Vec<usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Work {
+    Progress(usize),
+    Attempt(usize),
+}
+
+/// The replay of a DELETE over the graph.
+struct Replay<'n> {
+    nodes: &'n [Node],
+    state: Vec<Sim>,
+    /// The state at the start of the current round: what every decision of the round reads.
+    /// The collector's workers take the items queued together at once, and each reads the
+    /// store before the others' writes land; deciding on the round's starting state is how
+    /// the replay matches that.
+    seen: Vec<Sim>,
+    queue: VecDeque<Work>,
+    /// Every finalizer is removed in the end (the hangs resolved), or only live ones.
+    resolve_hangs: bool,
+}
+
+fn has(list: &[String], finalizer: &str) -> bool {
+    list.iter().any(|f| f == finalizer)
+}
+
+impl<'n> Replay<'n> {
+    fn new(nodes: &'n [Node], resolve_hangs: bool) -> Self {
+        let state = nodes
+            .iter()
+            .map(|n| Sim {
+                exists: true,
+                terminating: object::is_terminating(&n.object),
+                finalizers: object::finalizers(&n.object),
+                spec_tokens: if n.resource.is_namespace() {
+                    spec_finalizers(&n.object)
+                } else {
+                    Vec::new()
+                },
+                grace_pending: false,
+                owners: n.owners.clone(),
+                orphaned_from: Vec::new(),
+            })
+            .collect();
+        Replay {
+            nodes,
+            seen: Vec::new(),
+            state,
+            queue: VecDeque::new(),
+            resolve_hangs,
+        }
+    }
+
+    fn run(&mut self, target: usize, policy: Option<&str>) {
+        self.delete(target, policy);
+        // Objects already terminating have their own work pending.
+        for (index, node) in self.nodes.iter().enumerate() {
+            if node.in_scope && self.state[index].terminating {
+                self.queue.push_back(Work::Progress(index));
+            }
+        }
+        let mut budget = self.nodes.len().saturating_mul(MAX_STEPS_PER_OBJECT) + 64;
+        while !self.queue.is_empty() {
+            let round: Vec<Work> = self.queue.drain(..).collect();
+            self.seen = self.state.clone();
+            for work in round {
+                if budget == 0 {
+                    tracing::warn!(
+                        "deletion plan replay ran out of steps; the answer may be partial"
+                    );
+                    return;
+                }
+                budget -= 1;
+                match work {
+                    Work::Progress(index) => self.progress(index),
+                    Work::Attempt(index) => self.attempt(index),
+                }
+            }
+        }
+    }
+
+    fn waiting_in(state: &[Sim], index: usize) -> bool {
+        let s = &state[index];
+        s.exists && s.terminating && has(&s.finalizers, FOREGROUND_FINALIZER)
+    }
+
+    fn is_waiting(&self, index: usize) -> bool {
+        Self::waiting_in(&self.state, index)
+    }
+
+    /// Whether `index` was waiting at the start of the round.
+    fn was_seen_waiting(&self, index: usize) -> bool {
+        Self::waiting_in(&self.seen, index)
+    }
+
+    fn dependents_in(&self, state: &[Sim], owner: usize) -> Vec<usize> {
+        self.nodes[owner]
+            .dependents
+            .iter()
+            .copied()
+            .filter(|&d| {
+                state[d].exists
+                    && state[d]
+                        .owners
+                        .iter()
+                        .any(|o| o.target == RefTarget::Node(owner))
+            })
+            .collect()
+    }
+
+    /// In-scope dependents still referencing `owner`.
+    fn live_dependents(&self, owner: usize) -> Vec<usize> {
+        self.dependents_in(&self.state, owner)
+    }
+
+    /// A DELETE of one object with `policy`, as the registry would apply it.
+    fn delete(&mut self, index: usize, policy: Option<&str>) {
+        let nodes = self.nodes;
+        let node = &nodes[index];
+        if !node.in_scope || !self.state[index].exists {
+            return;
+        }
+        let options = DeleteOptions {
+            propagation_policy: policy.map(str::to_string),
+            ..DeleteOptions::default()
+        };
+        let was_waiting = self.is_waiting(index);
+        let state = &mut self.state[index];
+        if node.resource.is_namespace() && (!state.terminating || !state.spec_tokens.is_empty()) {
+            if state.terminating {
+                return;
+            }
+            // N4.2: terminating, with the request's GC finalizer only.
+            if let Some(wanted) = deletion::namespace_gc_finalizer(&options) {
+                state
+                    .finalizers
+                    .retain(|f| f != ORPHAN_FINALIZER && f != FOREGROUND_FINALIZER);
+                state.finalizers.push(wanted.to_string());
+            }
+            state.terminating = true;
+        } else {
+            if node.resource.graceful && state.terminating {
+                // D4: a graceful deletion under way is not restarted.
+                return;
+            }
+            let grace = node.resource.graceful && node.grace_seconds > 0;
+            let finalizers =
+                deletion::gc_finalizers(&state.finalizers, node.resource.gc_policy, &options)
+                    .unwrap_or_else(|| state.finalizers.clone());
+            if finalizers.is_empty() && !grace {
+                self.remove(index);
+                return;
+            }
+            let changed = !state.terminating || finalizers != state.finalizers || grace;
+            state.finalizers = finalizers;
+            state.terminating = true;
+            state.grace_pending = grace;
+            if !changed {
+                return;
+            }
+        }
+        self.queue.push_back(Work::Progress(index));
+        if !was_waiting && self.is_waiting(index) {
+            // GC3: an owner turning foreground queues its dependents.
+            for dependent in self.live_dependents(index) {
+                self.queue.push_back(Work::Attempt(dependent));
+            }
+        }
+    }
+
+    /// The object is gone: its dependents are looked at again (GC3), and so are owners
+    /// waiting for it and a namespace waiting for its content.
+    fn remove(&mut self, index: usize) {
+        let dependents = self.live_dependents(index);
+        let state = &mut self.state[index];
+        state.exists = false;
+        state.terminating = false;
+        for dependent in dependents {
+            self.queue.push_back(Work::Attempt(dependent));
+        }
+        for owner in &self.state[index].owners {
+            if let RefTarget::Node(owner) = owner.target {
+                self.queue.push_back(Work::Progress(owner));
+            }
+        }
+        if self.nodes[index].content
+            && let Some(namespace) = self.nodes[index].parent
+        {
+            self.queue.push_back(Work::Progress(namespace));
+        }
+    }
+
+    fn removable(&self, hold: &Hold) -> bool {
+        self.resolve_hangs || hold.removed_by_a_controller()
+    }
+
+    /// A terminating object: controllers remove their finalizers; the collector orphans or
+    /// waits for blocking dependents (GC14, GC16); the namespace controller deletes content
+    /// (N6); with nothing left, it goes.
+    fn progress(&mut self, index: usize) {
+        let nodes = self.nodes;
+        let node = &nodes[index];
+        if !node.in_scope || !self.state[index].exists || !self.state[index].terminating {
+            return;
+        }
+        let removable: Vec<(String, bool)> = node
+            .holds
+            .iter()
+            .filter(|h| !h.finalizer.is_empty() && self.removable(h))
+            .map(|h| (h.finalizer.clone(), h.in_spec))
+            .collect();
+        let resolve = self.resolve_hangs;
+        let state = &mut self.state[index];
+        state
+            .finalizers
+            .retain(|f| !removable.iter().any(|(r, in_spec)| !in_spec && r == f));
+        state
+            .spec_tokens
+            .retain(|f| !removable.iter().any(|(r, in_spec)| *in_spec && r == f));
+        if resolve {
+            state.grace_pending = false;
+        }
+        if has(&state.finalizers, ORPHAN_FINALIZER) {
+            // GC16: every dependent loses its reference, then the owner its finalizer.
+            for dependent in self.live_dependents(index) {
+                let sim = &mut self.state[dependent];
+                sim.owners.retain(|o| o.target != RefTarget::Node(index));
+                sim.orphaned_from.push(index);
+            }
+            self.state[index]
+                .finalizers
+                .retain(|f| f != ORPHAN_FINALIZER);
+        }
+        if has(&self.state[index].finalizers, FOREGROUND_FINALIZER) {
+            // GC14, on the graph as the round found it.
+            let blocking: Vec<usize> = self
+                .dependents_in(&self.seen, index)
+                .into_iter()
+                .filter(|&d| {
+                    self.seen[d]
+                        .owners
+                        .iter()
+                        .any(|o| o.target == RefTarget::Node(index) && o.block)
+                })
+                .collect();
+            if blocking.is_empty() {
+                self.state[index]
+                    .finalizers
+                    .retain(|f| f != FOREGROUND_FINALIZER);
+            } else {
+                for dependent in blocking {
+                    if !self.was_seen_waiting(dependent) {
+                        self.queue.push_back(Work::Attempt(dependent));
+                    }
+                }
+            }
+        }
+        if has(&self.state[index].spec_tokens, NAMESPACE_FINALIZER) {
+            self.delete_content(index);
+        }
+        let state = &self.state[index];
+        if state.finalizers.is_empty() && state.spec_tokens.is_empty() && !state.grace_pending {
+            self.remove(index);
+        }
+    }
+
+    /// N6.3–N6.6: pods first, the rest once no pod is left, each with `Background`; the
+    /// `kubernetes` token goes once the namespace is empty.
+    fn delete_content(&mut self, namespace: usize) {
+        let content: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i].content
+                    && self.nodes[i].parent == Some(namespace)
+                    && self.state[i].exists
+            })
+            .collect();
+        if content.is_empty() {
+            self.state[namespace]
+                .spec_tokens
+                .retain(|f| f != NAMESPACE_FINALIZER);
+            return;
+        }
+        let is_pod = |i: &usize| {
+            let r = &self.nodes[*i].resource;
+            r.group.is_empty() && r.plural == "pods"
+        };
+        let (pods, others): (Vec<usize>, Vec<usize>) = content.into_iter().partition(is_pod);
+        for &pod in &pods {
+            self.delete(pod, Some("Background"));
+        }
+        if pods.iter().any(|&p| self.state[p].exists) {
+            return;
+        }
+        for other in others {
+            self.delete(other, Some("Background"));
+        }
+    }
+
+    /// GC4–GC10 for one dependent.
+    fn attempt(&mut self, index: usize) {
+        if !self.nodes[index].in_scope || !self.state[index].exists {
+            return;
+        }
+        if self.state[index].terminating {
+            if self.is_waiting(index) {
+                // GC6
+                self.progress(index);
+            }
+            // GC4
+            return;
+        }
+        let owners = self.state[index].owners.clone();
+        if owners.is_empty() {
+            return;
+        }
+        // GC8, on the owners as the round found them.
+        let (mut solid, mut stale, mut waiting) = (0, Vec::new(), Vec::new());
+        for owner in &owners {
+            match owner.target {
+                RefTarget::Dangling => stale.push(owner.target.clone()),
+                RefTarget::Unverifiable(_) => solid += 1,
+                RefTarget::Node(o) if !self.seen[o].exists => stale.push(owner.target.clone()),
+                RefTarget::Node(o) if self.was_seen_waiting(o) => {
+                    stale.push(owner.target.clone());
+                    waiting.push(o);
+                }
+                RefTarget::Node(_) => solid += 1,
+            }
+        }
+        if solid > 0 {
+            // GC9: references to owners that go are removed; the object stays.
+            if !stale.is_empty() {
+                self.state[index]
+                    .owners
+                    .retain(|o| !stale.contains(&o.target));
+                for owner in waiting {
+                    self.queue.push_back(Work::Progress(owner));
+                }
+            }
+            return;
+        }
+        let own_dependents = self.dependents_in(&self.seen, index);
+        let policy = if !waiting.is_empty() && !own_dependents.is_empty() {
+            // The cycle guard: a dependent already waiting on this object must not wait on
+            // this object's owners in turn.
+            if own_dependents.iter().any(|&d| self.was_seen_waiting(d)) {
+                for link in self.state[index].owners.iter_mut() {
+                    if matches!(link.target, RefTarget::Node(o) if waiting.contains(&o)) {
+                        link.block = false;
+                    }
+                }
+                for owner in &waiting {
+                    self.queue.push_back(Work::Progress(*owner));
+                }
+            }
+            "Foreground"
+        } else if has(&self.state[index].finalizers, ORPHAN_FINALIZER) {
+            "Orphan"
+        } else if has(&self.state[index].finalizers, FOREGROUND_FINALIZER) {
+            "Foreground"
+        } else {
+            "Background"
+        };
+        self.delete(index, Some(policy));
+    }
+}
+
+/// A namespace's `spec.finalizers` tokens.
+fn spec_finalizers(namespace: &Value) -> Vec<String> {
+    namespace
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// `metadata.ownerReferences` as (apiVersion, kind, name, uid, blockOwnerDeletion).
+fn owner_references(object: &Value) -> Vec<(String, String, String, String, bool)> {
+    let text = |r: &Value, key: &str| {
+        r.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                text(r, "apiVersion"),
+                text(r, "kind"),
+                text(r, "name"),
+                text(r, "uid"),
+                r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true),
+            )
+        })
+        .filter(|r| !r.3.is_empty())
+        .collect()
+}
+
+/// `Kind` for the core group, `Kind.group` otherwise: the per-kind count's key.
+fn kind_key(resource: &ResourceType) -> String {
+    if resource.group.is_empty() {
+        resource.kind.clone()
+    } else {
+        format!("{}.{}", resource.kind, resource.group)
+    }
+}
+
+/// What the DELETE does to one reached object.
+#[derive(Clone, Debug, PartialEq)]
+enum Outcome {
+    Deleted,
+    Orphaned(Vec<usize>),
+    Kept(Vec<String>),
+}
+
+/// While hangs last, a deleted object is gone, hangs itself, or waits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Meanwhile {
+    Gone,
+    Hangs,
+    /// Terminating, waiting for something that hangs.
+    WaitsTerminating,
+    /// Not reached yet: an owner it waits for hangs.
+    WaitsNotStarted,
+}
+
+/// The answer of Plan mode.
+pub struct Plan {
+    pub plan: PlanStatus,
+    pub causes: Vec<CauseNode>,
+    pub summary: String,
+}
+
+pub struct Planner<'a> {
+    catalog: &'a Catalog,
+    snapshot: &'a Snapshot,
+    gc: &'a GcView,
+    explainer: Explainer<'a>,
+    nodes: Vec<Node>,
+    index: HashMap<String, usize>,
+}
+
+impl<'a> Planner<'a> {
+    pub async fn new(
+        catalog: &'a Catalog,
+        snapshot: &'a Snapshot,
+        gc: &'a GcView,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> ApiResult<Planner<'a>> {
+        Ok(Planner {
+            catalog,
+            snapshot,
+            gc,
+            explainer: Explainer::new(catalog, snapshot, gc, now).await?,
+            nodes: Vec::new(),
+            index: HashMap::new(),
+        })
+    }
+
+    fn add(
+        &mut self,
+        resource: Arc<ResourceType>,
+        object: Value,
+        in_scope: bool,
+        content: bool,
+        parent: Option<usize>,
+    ) -> usize {
+        let this = object_ref(&resource, &object);
+        let index = self.nodes.len();
+        self.index.insert(this.uid.clone(), index);
+        self.nodes.push(Node {
+            resource,
+            object,
+            this,
+            in_scope,
+            content,
+            parent,
+            owners: Vec::new(),
+            dependents: Vec::new(),
+            holds: Vec::new(),
+            grace_seconds: 0,
+        });
+        index
+    }
+
+    /// Step 1: the target, its dependents (transitively), a namespace's content, and the
+    /// owners outside that set.
+    async fn reach(&mut self, target_type: Arc<ResourceType>, target: Value) -> ApiResult<()> {
+        let root = self.add(Arc::clone(&target_type), target.clone(), true, false, None);
+        let mut queue = VecDeque::from([root]);
+        if target_type.is_namespace() {
+            let namespace = object::name(&target).to_string();
+            let mut seen_prefixes = std::collections::HashSet::new();
+            let mut types: Vec<_> = self
+                .catalog
+                .all()
+                .into_iter()
+                .filter(|t| t.namespaced && !t.create_only)
+                .filter(|t| seen_prefixes.insert(t.key_prefix()))
+                .collect();
+            types.sort_by_key(|t| (t.group.clone(), t.plural.clone()));
+            for resource in types {
+                for object in self.snapshot.list(&resource, Some(&namespace)).await? {
+                    if self.index.contains_key(object::uid(&object)) {
+                        continue;
+                    }
+                    let index = self.add(Arc::clone(&resource), object, true, true, Some(root));
+                    queue.push_back(index);
+                }
+            }
+        }
+        while let Some(owner) = queue.pop_front() {
+            let owner_uid = self.nodes[owner].this.uid.clone();
+            for dependent in self.gc.dependents(&owner_uid).unwrap_or_default() {
+                if self.index.contains_key(&dependent.uid) {
+                    continue;
+                }
+                let Some(dependent_type) = self
+                    .catalog
+                    .lookup_kind(&dependent.api_version, &dependent.kind)
+                else {
+                    continue;
+                };
+                // The index is live; the answer is at the snapshot: re-read and re-check.
+                let Some(found) = self
+                    .snapshot
+                    .get(
+                        &dependent_type,
+                        dependent.namespace.as_deref(),
+                        &dependent.name,
+                    )
+                    .await?
+                else {
+                    continue;
+                };
+                if object::uid(&found) != dependent.uid
+                    || !owner_references(&found).iter().any(|r| r.3 == owner_uid)
+                {
+                    continue;
+                }
+                let index = self.add(dependent_type, found, true, false, Some(owner));
+                queue.push_back(index);
+            }
+        }
+        // Every in-scope object's owners, resolved; owners outside the set read once each.
+        let reached = self.nodes.len();
+        for index in 0..reached {
+            let references = owner_references(&self.nodes[index].object);
+            let mut links = Vec::new();
+            for (api_version, kind, name, uid, block) in references {
+                let target = self
+                    .resolve_owner(index, &api_version, &kind, &name, &uid)
+                    .await?;
+                if let RefTarget::Node(owner) = target {
+                    self.nodes[owner].dependents.push(index);
+                }
+                links.push(OwnerLink { target, block });
+            }
+            self.nodes[index].owners = links;
+        }
+        Ok(())
+    }
+
+    /// Where one reference of the in-scope object `index` points (GC8, GC17, GC19, GC20).
+    async fn resolve_owner(
+        &mut self,
+        index: usize,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        uid: &str,
+    ) -> ApiResult<RefTarget> {
+        let dependent_namespace = self.nodes[index].this.namespace.clone();
+        let dependent_namespaced = self.nodes[index].resource.namespaced;
+        let Some(owner_type) = self.catalog.lookup_kind(api_version, kind) else {
+            return Ok(RefTarget::Unverifiable(format!(
+                "{kind}/{name} (no served resource for {api_version}, Kind={kind}: the garbage collector cannot check it, so it never collects this object)"
+            )));
+        };
+        if owner_type.namespaced && !dependent_namespaced {
+            return Ok(RefTarget::Unverifiable(format!(
+                "{kind}/{name} (a namespaced owner of a cluster-scoped object, which the garbage collector never collects)"
+            )));
+        }
+        if let Some(&owner) = self.index.get(uid) {
+            let owner_namespace = &self.nodes[owner].this.namespace;
+            if owner_type.namespaced && *owner_namespace != dependent_namespace {
+                // GC19: looked up in the dependent's namespace, it is not there.
+                return Ok(RefTarget::Dangling);
+            }
+            return Ok(RefTarget::Node(owner));
+        }
+        let namespace = Some(dependent_namespace.as_str()).filter(|_| owner_type.namespaced);
+        match self.snapshot.get(&owner_type, namespace, name).await? {
+            Some(owner) if object::uid(&owner) == uid => Ok(RefTarget::Node(
+                self.add(owner_type, owner, false, false, None),
+            )),
+            _ => Ok(RefTarget::Dangling),
+        }
+    }
+
+    /// Each in-scope object's finalizers (and a namespace's tokens), judged by the
+    /// Explainer; a Pod's grace period.
+    async fn judge_holds(&mut self) -> ApiResult<()> {
+        for index in 0..self.nodes.len() {
+            if !self.nodes[index].in_scope {
+                continue;
+            }
+            let resource = Arc::clone(&self.nodes[index].resource);
+            let this = self.nodes[index].this.clone();
+            let mut holds = Vec::new();
+            let spec_tokens = if resource.is_namespace() {
+                spec_finalizers(&self.nodes[index].object)
+            } else {
+                Vec::new()
+            };
+            for token in spec_tokens {
+                if token == NAMESPACE_FINALIZER {
+                    continue;
+                }
+                let cause = self
+                    .explainer
+                    .finalizer(&resource, &this, &token, None)
+                    .await?;
+                holds.push(Hold {
+                    finalizer: token,
+                    in_spec: true,
+                    cause,
+                });
+            }
+            for finalizer in object::finalizers(&self.nodes[index].object) {
+                if finalizer == ORPHAN_FINALIZER || finalizer == FOREGROUND_FINALIZER {
+                    continue;
+                }
+                let cause = self
+                    .explainer
+                    .finalizer(&resource, &this, &finalizer, None)
+                    .await?;
+                holds.push(Hold {
+                    finalizer,
+                    in_spec: false,
+                    cause,
+                });
+            }
+            if resource.graceful && !object::is_terminating(&self.nodes[index].object) {
+                let grace = deletion::pod_grace_period(&self.nodes[index].object, None);
+                if grace > 0 {
+                    let mut cause = node(
+                        Some(this.clone()),
+                        CauseType::PodGracePeriod,
+                        CauseState::Stuck,
+                        format!(
+                            "the Pod gets a grace period of {grace}s, and no node agent runs it: Finale has no Nodes or kubelets yet, so nothing will confirm that its containers stopped. Delete it with `--grace-period=0 --force` once you know they have"
+                        ),
+                        None,
+                    );
+                    evidence(&mut cause, "gracePeriodSeconds", grace.to_string());
+                    self.nodes[index].grace_seconds = grace;
+                    holds.push(Hold {
+                        finalizer: String::new(),
+                        in_spec: false,
+                        cause,
+                    });
+                }
+            }
+            self.nodes[index].holds = holds;
+        }
+        Ok(())
+    }
+
+    /// Plans a DELETE of `target` with `policy` (None: the kind's default).
+    pub async fn plan(
+        mut self,
+        target_type: Arc<ResourceType>,
+        target: Value,
+        policy: Option<&str>,
+        max_nodes: usize,
+    ) -> ApiResult<Plan> {
+        let shown = object_ref(&target_type, &target).display();
+        let effective = effective_policy(&target_type, &target, policy);
+        self.reach(Arc::clone(&target_type), target).await?;
+        self.judge_holds().await?;
+
+        let mut meanwhile_replay = Replay::new(&self.nodes, false);
+        meanwhile_replay.run(0, policy);
+        let mut end_replay = Replay::new(&self.nodes, true);
+        end_replay.run(0, policy);
+
+        let mut outcomes = Vec::with_capacity(self.nodes.len());
+        let mut meanwhile = Vec::with_capacity(self.nodes.len());
+        for (index, node) in self.nodes.iter().enumerate() {
+            if !node.in_scope {
+                outcomes.push(None);
+                meanwhile.push(None);
+                continue;
+            }
+            let end = &end_replay.state[index];
+            let outcome = if !end.exists || end.terminating {
+                Outcome::Deleted
+            } else if !end.orphaned_from.is_empty() {
+                Outcome::Orphaned(end.orphaned_from.clone())
+            } else {
+                Outcome::Kept(
+                    end.owners
+                        .iter()
+                        .filter_map(|o| match &o.target {
+                            RefTarget::Node(owner) => Some(self.nodes[*owner].this.display()),
+                            RefTarget::Unverifiable(why) => Some(why.clone()),
+                            RefTarget::Dangling => None,
+                        })
+                        .collect(),
+                )
+            };
+            let now = &meanwhile_replay.state[index];
+            let stuck_hold = node.holds.iter().any(|h| !h.removed_by_a_controller());
+            let while_hangs = match (&outcome, now.exists, now.terminating) {
+                (Outcome::Deleted, false, _) => Some(Meanwhile::Gone),
+                (Outcome::Deleted, true, true) if stuck_hold => Some(Meanwhile::Hangs),
+                (Outcome::Deleted, true, true) => Some(Meanwhile::WaitsTerminating),
+                (Outcome::Deleted, true, false) => Some(Meanwhile::WaitsNotStarted),
+                _ => None,
+            };
+            outcomes.push(Some(outcome));
+            meanwhile.push(while_hangs);
+        }
+
+        // Counts, hangs and external resources over every reached object.
+        let mut plan = PlanStatus {
+            propagation_policy: effective.clone(),
+            policy_source: if policy.is_some() {
+                "Request"
+            } else {
+                "Default"
+            }
+            .into(),
+            ..PlanStatus::default()
+        };
+        for (index, node) in self.nodes.iter().enumerate() {
+            let Some(outcome) = &outcomes[index] else {
+                continue;
+            };
+            match outcome {
+                Outcome::Deleted => {
+                    plan.deleted += 1;
+                    *plan
+                        .deleted_by_kind
+                        .entry(kind_key(&node.resource))
+                        .or_default() += 1;
+                    let stuck: Vec<&Hold> = node
+                        .holds
+                        .iter()
+                        .filter(|h| !h.removed_by_a_controller())
+                        .collect();
+                    if !stuck.is_empty() {
+                        plan.hangs += 1;
+                        if plan.hang_causes.len() < max_nodes {
+                            plan.hang_causes
+                                .extend(stuck.iter().map(|h| h.cause.clone()));
+                        }
+                    } else if matches!(
+                        meanwhile[index],
+                        Some(Meanwhile::WaitsTerminating | Meanwhile::WaitsNotStarted)
+                    ) {
+                        plan.blocked += 1;
+                    }
+                    for hold in &node.holds {
+                        if let Some(resource) = external_resource(node, hold) {
+                            plan.external_resources.push(resource);
+                        }
+                    }
+                }
+                Outcome::Orphaned(_) => plan.orphaned += 1,
+                Outcome::Kept(_) => plan.kept += 1,
+            }
+        }
+
+        let mut causes = self.tree(&outcomes, &meanwhile, &effective, policy.is_none());
+        review::limit_nodes(&mut causes, max_nodes);
+        let summary = summarize(&shown, &plan, self.gc.running());
+        Ok(Plan {
+            plan,
+            causes,
+            summary,
+        })
+    }
+
+    /// The tree: each reached object under the object it was reached from, with its
+    /// finalizers' causes first.
+    fn tree(
+        &self,
+        outcomes: &[Option<Outcome>],
+        meanwhile: &[Option<Meanwhile>],
+        policy: &str,
+        default_policy: bool,
+    ) -> Vec<CauseNode> {
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (index, node) in self.nodes.iter().enumerate() {
+            if let (true, Some(parent)) = (node.in_scope, node.parent) {
+                children[parent].push(index);
+            }
+        }
+        // Built leaves first: a node's index is always above its parent's.
+        let mut built: Vec<Option<CauseNode>> = vec![None; self.nodes.len()];
+        for index in (0..self.nodes.len()).rev() {
+            let Some(outcome) = &outcomes[index] else {
+                continue;
+            };
+            let node = &self.nodes[index];
+            let mut cause = self.describe(index, outcome, meanwhile[index], policy, default_policy);
+            let mut below: Vec<CauseNode> = Vec::new();
+            if *outcome == Outcome::Deleted {
+                below.extend(node.holds.iter().map(|h| h.cause.clone()));
+            }
+            let mut dependents: Vec<CauseNode> = children[index]
+                .iter()
+                .filter_map(|&c| built[c].take())
+                .collect();
+            dependents.sort_by(|a, b| {
+                (std::cmp::Reverse(a.state), a.type_, &a.object).cmp(&(
+                    std::cmp::Reverse(b.state),
+                    b.type_,
+                    &b.object,
+                ))
+            });
+            below.extend(dependents);
+            cause.state = worst(cause.state, &below);
+            cause.children = below;
+            built[index] = Some(cause);
+        }
+        built[0].take().into_iter().collect()
+    }
+
+    fn describe(
+        &self,
+        index: usize,
+        outcome: &Outcome,
+        meanwhile: Option<Meanwhile>,
+        policy: &str,
+        default_policy: bool,
+    ) -> CauseNode {
+        let node = &self.nodes[index];
+        let this = Some(node.this.clone());
+        match outcome {
+            Outcome::Deleted => {
+                let how = if index == 0 {
+                    let source = if default_policy {
+                        ", the kind's default"
+                    } else {
+                        ""
+                    };
+                    format!("deleted by the request (propagationPolicy {policy}{source})")
+                } else if node.content {
+                    "deleted by the namespace controller (namespace content)".to_string()
+                } else {
+                    "deleted by the garbage collector: none of its owners stays".to_string()
+                };
+                let (state, message) = match meanwhile {
+                    Some(Meanwhile::Hangs) => (
+                        CauseState::Stuck,
+                        format!("{how}, but it will hang: nobody will remove what holds it"),
+                    ),
+                    Some(Meanwhile::WaitsTerminating) => (
+                        CauseState::Stuck,
+                        format!("{how}; it will wait, terminating, for objects that hang"),
+                    ),
+                    Some(Meanwhile::WaitsNotStarted) => (
+                        CauseState::Stuck,
+                        format!("{how}, once what hangs above it is resolved"),
+                    ),
+                    _ => (CauseState::Progressing, how),
+                };
+                let mut cause = review::node(this, CauseType::Deletes, state, message, None);
+                evidence(&mut cause, "outcome", "Deleted");
+                match meanwhile {
+                    Some(Meanwhile::Hangs) => evidence(&mut cause, "hangs", "true"),
+                    Some(Meanwhile::WaitsTerminating) => {
+                        evidence(&mut cause, "waitsForHang", "terminating")
+                    }
+                    Some(Meanwhile::WaitsNotStarted) => {
+                        evidence(&mut cause, "waitsForHang", "notStarted")
+                    }
+                    _ => {}
+                }
+                cause
+            }
+            Outcome::Orphaned(owners) => {
+                let names: Vec<String> = owners
+                    .iter()
+                    .map(|&o| self.nodes[o].this.display())
+                    .collect();
+                let mut cause = review::node(
+                    this,
+                    CauseType::Orphans,
+                    CauseState::Progressing,
+                    format!(
+                        "orphaned: it stays, and its ownerReference to {} is removed",
+                        names.join(", ")
+                    ),
+                    None,
+                );
+                evidence(&mut cause, "outcome", "Orphaned");
+                evidence(&mut cause, "orphanedFrom", names.join(", "));
+                cause
+            }
+            Outcome::Kept(keepers) => {
+                let message = if keepers.is_empty() {
+                    "stays: the garbage collector does not collect it".to_string()
+                } else {
+                    format!(
+                        "kept: {} also owns it and is not deleted",
+                        keepers.join(", ")
+                    )
+                };
+                let mut cause = review::node(
+                    this,
+                    CauseType::Keeps,
+                    CauseState::Progressing,
+                    message,
+                    None,
+                );
+                evidence(&mut cause, "outcome", "Kept");
+                evidence(&mut cause, "keptBy", keepers.join(", "));
+                cause
+            }
+        }
+    }
+}
+
+/// The claim's declared cleanup for a finalizer on a deleted object.
+fn external_resource(node: &Node, hold: &Hold) -> Option<ExternalResource> {
+    let text = |key: &str| hold.cause.evidence.get(key).cloned().unwrap_or_default();
+    let cleans_up = text("cleansUp");
+    if hold.finalizer.is_empty() || cleans_up.is_empty() {
+        return None;
+    }
+    Some(ExternalResource {
+        object: node.this.clone(),
+        finalizer: hold.finalizer.clone(),
+        claim: text("claim"),
+        controller: text("controller"),
+        cleans_up: cleans_up.split("; ").map(str::to_string).collect(),
+        will_hang: !hold.removed_by_a_controller(),
+    })
+}
+
+/// The policy a DELETE applies: the request's; else the one a stored GC finalizer implies
+/// (P3/P4); else the kind's default (P7).
+pub fn effective_policy(resource: &ResourceType, object: &Value, policy: Option<&str>) -> String {
+    if let Some(policy) = policy {
+        return policy.to_string();
+    }
+    if resource.is_namespace() {
+        return "Background".into();
+    }
+    let stored = object::finalizers(object);
+    let options = DeleteOptions::default();
+    let after = deletion::gc_finalizers(&stored, resource.gc_policy, &options).unwrap_or(stored);
+    if has(&after, ORPHAN_FINALIZER) {
+        "Orphan".into()
+    } else if has(&after, FOREGROUND_FINALIZER) {
+        "Foreground".into()
+    } else {
+        "Background".into()
+    }
+}
+
+fn summarize(shown: &str, plan: &PlanStatus, gc_running: bool) -> String {
+    let source = if plan.policy_source == "Default" {
+        ", the default"
+    } else {
+        ""
+    };
+    let mut parts = vec![format!(
+        "deletes {} of {}",
+        plural(plan.deleted as usize, "object", "objects"),
+        plural(plan.deleted_by_kind.len(), "kind", "kinds")
+    )];
+    if plan.orphaned > 0 {
+        parts.push(format!("orphans {}", plan.orphaned));
+    }
+    if plan.kept > 0 {
+        parts.push(format!("keeps {} (another owner)", plan.kept));
+    }
+    if plan.hangs > 0 {
+        let mut hangs = format!("{} will hang", plan.hangs);
+        if plan.blocked > 0 {
+            hangs.push_str(&format!(
+                " ({} more {} behind them)",
+                plan.blocked,
+                if plan.blocked == 1 { "waits" } else { "wait" }
+            ));
+        }
+        parts.push(hangs);
+    }
+    let mut summary = format!(
+        "DELETE {shown} ({}{source}) {}",
+        plan.propagation_policy,
+        parts.join("; ")
+    );
+    if !gc_running {
+        summary.push_str(
+            ". The garbage collector is not running: its dependents are not known, and nothing would collect them",
+        );
+    }
+    summary
+}

@@ -1,0 +1,227 @@
+//! `finale plan` against a real `finale server` (the binary), with objects made by kubectl:
+//! the exact text (summary first, the tree, the hangs), the golden `-o json` document with
+//! its uids and resourceVersion masked, `--cascade` values and exit codes (0 completes,
+//! 2 hangs, 1 error).
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Env;
+use serde_json::{Value, json};
+
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn describe(&self) -> String {
+        format!(
+            "exited {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// `finale plan ARGS --kubeconfig …`, bounded by [`RUN_LIMIT`].
+fn plan(env: &Env, args: &[&str]) -> Run {
+    let mut child = Command::new(common::binary())
+        .arg("plan")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&env.server.kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start finale plan");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for finale plan").is_none() {
+        if started.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("finale plan output");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn apply(env: &Env, name: &str, owner: Option<(&str, &str, bool)>, finalizer: Option<&str>) {
+    let finalizers = finalizer
+        .map(|f| format!("  finalizers:\n  - {f}\n"))
+        .unwrap_or_default();
+    let owners = owner
+        .map(|(owner, uid, block)| {
+            format!(
+                "  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n    uid: {uid}\n    blockOwnerDeletion: {block}\n"
+            )
+        })
+        .unwrap_or_default();
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n{finalizers}{owners}"
+        ),
+    );
+}
+
+/// Replaces every `"uid"` and the `resourceVersion` with placeholders.
+fn mask(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if key == "uid" || key == "resourceVersion" {
+                    *field = json!("<masked>");
+                } else {
+                    mask(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask),
+        _ => {}
+    }
+}
+
+#[test]
+fn plan_prints_the_summary_the_tree_and_the_hangs() {
+    let env = Env::start();
+    // Given app, a dependent app-config holding a finalizer nobody claims, and app-cache,
+    apply(&env, "app", None, None);
+    let owner = env.get_json(&["configmap", "app"]);
+    let uid = owner["metadata"]["uid"].as_str().expect("owner uid");
+    apply(
+        &env,
+        "app-config",
+        Some(("app", uid, true)),
+        Some("example.com/hold"),
+    );
+    apply(&env, "app-cache", Some(("app", uid, false)), None);
+
+    // (the collector learns of the dependents from its watch: wait, bounded, until the plan
+    // counts them — the precondition of the text below),
+    let deadline = Instant::now() + RUN_LIMIT;
+    let json = loop {
+        let run = plan(&env, &["cm/app", "-o", "json"]);
+        let status: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.describe()));
+        if status["plan"]["deleted"] == 3 {
+            assert_eq!(run.code, Some(2), "{}", run.describe());
+            break status;
+        }
+        assert!(Instant::now() < deadline, "{}", run.describe());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
+    // when `finale plan cm/app` runs, then it prints the summary, the tree and the hang, and
+    // exits 2;
+    let run = plan(&env, &["cm/app", "--color=never"]);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    let hold = "no controller claims finalizer example.com/hold (owner unknown): nothing may \
+                ever remove it. Find the controller that added it and make sure it runs, or \
+                declare it with a FinalizerClaim; remove the finalizer by hand only once you \
+                know what it was meant to clean up";
+    assert_eq!(
+        run.stdout,
+        format!(
+            "WillHang: DELETE ConfigMap default/app (Background) deletes 3 objects of 1 kind; 1 will hang\n\
+             \n\
+             ConfigMap/app  deleted by the request (propagationPolicy Background)\n\
+             │    outcome: Deleted\n\
+             ├─ ConfigMap/app-config  deleted by the garbage collector: none of its owners stays, but it will hang: nobody will remove what holds it\n\
+             │  │    hangs: true\n\
+             │  │    outcome: Deleted\n\
+             │  └─ ConfigMap/app-config  {hold}\n\
+             │          claim: none\n\
+             │          finalizer: example.com/hold\n\
+             └─ ConfigMap/app-cache  deleted by the garbage collector: none of its owners stays\n\
+             \x20       outcome: Deleted\n\
+             \n\
+             Will hang:\n\
+             \x20 ConfigMap default/app-config: {hold}\n"
+        ),
+        "{}",
+        run.describe()
+    );
+
+    // the JSON document is the golden one (uids and resourceVersion masked);
+    let mut json = json;
+    mask(&mut json);
+    let reference = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name,
+            "uid": "<masked>"})
+    };
+    let hold_cause = json!({"object": reference("app-config"), "type": "Finalizer",
+        "state": "Stuck", "message": hold,
+        "evidence": {"claim": "none", "finalizer": "example.com/hold"}});
+    assert_eq!(
+        json,
+        json!({
+            "verdict": "WillHang",
+            "resourceVersion": "<masked>",
+            "summary": "DELETE ConfigMap default/app (Background) deletes 3 objects of 1 kind; 1 will hang",
+            "causes": [{
+                "object": reference("app"), "type": "Deletes", "state": "Stuck",
+                "message": "deleted by the request (propagationPolicy Background)",
+                "evidence": {"outcome": "Deleted"},
+                "children": [
+                    {"object": reference("app-config"), "type": "Deletes", "state": "Stuck",
+                        "message": "deleted by the garbage collector: none of its owners stays, but it will hang: nobody will remove what holds it",
+                        "evidence": {"hangs": "true", "outcome": "Deleted"},
+                        "children": [hold_cause.clone()]},
+                    {"object": reference("app-cache"), "type": "Deletes", "state": "Progressing",
+                        "message": "deleted by the garbage collector: none of its owners stays",
+                        "evidence": {"outcome": "Deleted"}}
+                ]
+            }],
+            "plan": {
+                "propagationPolicy": "Background", "policySource": "Request",
+                "deleted": 3, "deletedByKind": {"ConfigMap": 3},
+                "orphaned": 0, "kept": 0, "hangs": 1, "blocked": 0,
+                "hangCauses": [hold_cause]
+            }
+        })
+    );
+
+    // with --cascade=orphan only app goes and nothing hangs: exit 0;
+    let run = plan(
+        &env,
+        &["configmap", "app", "--cascade=orphan", "--color=never"],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        run.stdout.starts_with(
+            "WillComplete: DELETE ConfigMap default/app (Orphan) deletes 1 object of 1 kind; orphans 2\n"
+        ),
+        "{}",
+        run.describe()
+    );
+
+    // and an unknown --cascade value or type is an error: exit 1 (clap's usage error is 2,
+    // so the value check is clap's: it names the accepted values).
+    let run = plan(&env, &["cm/app", "--cascade=sideways"]);
+    assert_ne!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        run.stderr
+            .contains("[possible values: background, foreground, orphan, default]"),
+        "{}",
+        run.describe()
+    );
+    let run = plan(&env, &["gizmo/app"]);
+    assert_eq!(run.code, Some(1), "{}", run.describe());
+    assert!(
+        run.stderr
+            .contains("the server doesn't have a resource type \"gizmo\""),
+        "{}",
+        run.describe()
+    );
+}
