@@ -568,6 +568,9 @@ fn with_the_api_switched_off_the_client_answers_the_same() {
         &["tree", "cm/app", "--color=never"],
         &["tree", "cm/leaf", "--up", "--color=never"],
         &["tree", "cm/fg", "--color=never"],
+        &["plan", "cm/app", "--color=never"],
+        &["plan", "cm/app", "--cascade=orphan", "--color=never"],
+        &["plan", "cm/held", "--color=never"],
     ] {
         let served = finale(&on, args);
         let computed = finale(&off, args);
@@ -600,11 +603,21 @@ fn with_the_api_switched_off_the_client_answers_the_same() {
     );
     let stuck = finale(&off, &["explain", "cm/fg", "--color=never"]);
     assert_eq!(stuck.code, Some(3), "{}", stuck.describe());
+    // `--client-side` asks for the client's answer where the server could give it.
+    let forced = finale(&on, &["plan", "cm/app", "--client-side", "--color=never"]);
+    assert_eq!(
+        forced.stdout,
+        finale(&on, &["plan", "cm/app", "--color=never"]).stdout,
+        "{}",
+        forced.describe()
+    );
+    assert!(forced.stderr.contains(marker), "{}", forced.describe());
 
     // JSON: the same document but for the marker and the resourceVersion it was read at.
     for args in [
         &["explain", "cm/fg", "-o", "json"][..],
         &["tree", "cm/app", "-o", "json"],
+        &["plan", "cm/app", "-o", "json"],
     ] {
         let mut served: Value = serde_json::from_str(&finale(&on, args).stdout).expect("JSON");
         let mut computed: Value = serde_json::from_str(&finale(&off, args).stdout).expect("JSON");
