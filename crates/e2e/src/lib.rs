@@ -34,6 +34,20 @@ pub struct FinaleServer {
     pub startup: Duration,
     /// Every line the server has printed on stdout so far.
     stdout: Arc<Mutex<Vec<String>>>,
+    /// The extra `finale server` arguments, used again by [`FinaleServer::restart`].
+    args: Vec<String>,
+    /// The etcd this server keeps its objects in, when the fixture started one for it
+    /// (`FINALE_TEST_STORE=etcd`).
+    pub etcd: Option<Arc<Mutex<Etcd>>>,
+}
+
+/// The environment variable that runs every suite's servers on etcd instead of the embedded
+/// store: `FINALE_TEST_STORE=etcd` (a fresh in-memory etcd member per server).
+pub const TEST_STORE_VAR: &str = "FINALE_TEST_STORE";
+
+/// Whether the suites run on etcd (`FINALE_TEST_STORE=etcd`).
+pub fn test_store_is_etcd() -> bool {
+    std::env::var(TEST_STORE_VAR).is_ok_and(|store| store == "etcd")
 }
 
 impl FinaleServer {
@@ -54,12 +68,33 @@ impl FinaleServer {
 
     /// As [`FinaleServer::start_with`], with the log at `log_path` instead of in the data
     /// directory (for a data directory on a filesystem that a test cuts the power of).
+    ///
+    /// With `FINALE_TEST_STORE=etcd` and no `--etcd-servers` among `extra_args`, the server
+    /// runs on a fresh etcd member that this fixture starts and keeps.
     pub fn start_logging_to(
         binary: &Path,
         data_dir: &Path,
         listen: &str,
         extra_args: &[&str],
         log_path: &Path,
+    ) -> anyhow::Result<FinaleServer> {
+        let mut args: Vec<String> = extra_args.iter().map(|arg| arg.to_string()).collect();
+        let mut etcd = None;
+        if test_store_is_etcd() && !args.iter().any(|arg| arg.starts_with("--etcd-servers")) {
+            let member = Etcd::start_in_memory().context("start etcd for the server")?;
+            args.extend(["--etcd-servers".to_string(), member.endpoint.clone()]);
+            etcd = Some(Arc::new(Mutex::new(member)));
+        }
+        Self::spawn(binary, data_dir, listen, args, log_path, etcd)
+    }
+
+    fn spawn(
+        binary: &Path,
+        data_dir: &Path,
+        listen: &str,
+        args: Vec<String>,
+        log_path: &Path,
+        etcd: Option<Arc<Mutex<Etcd>>>,
     ) -> anyhow::Result<FinaleServer> {
         // Only the log's directory: a data directory elsewhere is the server's to create.
         if let Some(log_dir) = log_path.parent() {
@@ -79,7 +114,7 @@ impl FinaleServer {
             .arg(data_dir)
             .arg("--listen")
             .arg(listen)
-            .args(extra_args)
+            .args(&args)
             .env(
                 "RUST_LOG",
                 std::env::var("FINALE_TEST_LOG").unwrap_or_else(|_| "info".into()),
@@ -158,6 +193,8 @@ impl FinaleServer {
             kubeconfig,
             startup,
             stdout: printed,
+            args,
+            etcd,
         })
     }
 
@@ -242,18 +279,19 @@ impl FinaleServer {
         }
     }
 
-    /// Starts the same binary again on the same data directory and address. A server that is
-    /// still running is killed first (`kill -9`); one stopped by [`FinaleServer::terminate`]
-    /// is simply started again.
+    /// Starts the same binary again on the same data directory, address, arguments and etcd.
+    /// A server that is still running is killed first (`kill -9`); one stopped by
+    /// [`FinaleServer::terminate`] is simply started again.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9()?;
         let listen = self.addr().to_string();
-        let again = FinaleServer::start_logging_to(
+        let again = FinaleServer::spawn(
             &self.binary,
             &self.data_dir,
             &listen,
-            &[],
+            self.args.clone(),
             &self.log_path,
+            self.etcd.clone(),
         )?;
         *self = again;
         Ok(())
