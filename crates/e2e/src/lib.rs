@@ -549,13 +549,13 @@ pub struct Etcd {
 /// directory.
 fn etcd_temp_dir(in_memory: bool) -> anyhow::Result<tempfile::TempDir> {
     let shm = Path::new("/dev/shm");
-    if in_memory && shm.is_dir() {
-        if let Ok(dir) = tempfile::Builder::new()
+    if in_memory
+        && shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
             .prefix("finale-etcd-")
             .tempdir_in(shm)
-        {
-            return Ok(dir);
-        }
+    {
+        return Ok(dir);
     }
     Ok(tempfile::Builder::new().prefix("finale-etcd-").tempdir()?)
 }

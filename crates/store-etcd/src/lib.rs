@@ -214,19 +214,8 @@ impl EtcdStore {
     }
 
     /// A key read from etcd, with the prefix taken off.
-    fn from_etcd(&self, kv: mvccpb::KeyValue) -> KeyValue {
-        let key = kv
-            .key
-            .strip_prefix(self.prefix.as_slice())
-            .map(<[u8]>::to_vec)
-            .unwrap_or(kv.key);
-        KeyValue {
-            key,
-            value: kv.value,
-            create_revision: kv.create_revision,
-            mod_revision: kv.mod_revision,
-            version: kv.version,
-        }
+    fn finale_kv(&self, kv: mvccpb::KeyValue) -> KeyValue {
+        watch::strip(&self.prefix, kv)
     }
 
     fn closed_check(&self) -> StoreResult<()> {
@@ -326,7 +315,7 @@ impl Store for EtcdStore {
             .await?
             .map_err(|status| unexpected("a read", &status))?;
         let revision = header_revision(response.header)?;
-        let kv = response.kvs.into_iter().next().map(|kv| self.from_etcd(kv));
+        let kv = response.kvs.into_iter().next().map(|kv| self.finale_kv(kv));
         Ok((kv, revision))
     }
 
@@ -347,7 +336,7 @@ impl Store for EtcdStore {
                     kvs: response
                         .kvs
                         .into_iter()
-                        .map(|kv| self.from_etcd(kv))
+                        .map(|kv| self.finale_kv(kv))
                         .collect(),
                     more: response.more,
                     revision: if request.revision > 0 {

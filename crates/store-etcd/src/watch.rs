@@ -224,7 +224,7 @@ async fn closed_receiver(tx: &mpsc::Sender<StoreResult<WatchEvent>>) {
     tx.closed().await;
 }
 
-fn strip(prefix: &[u8], kv: mvccpb::KeyValue) -> KeyValue {
+pub(crate) fn strip(prefix: &[u8], kv: mvccpb::KeyValue) -> KeyValue {
     let key = kv
         .key
         .strip_prefix(prefix)

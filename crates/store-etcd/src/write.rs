@@ -105,12 +105,12 @@ fn outcome(store: &EtcdStore, op: &WriteOp, response: TxnResponse) -> StoreResul
             ));
         };
         return Ok(WriteOutcome::PreconditionFailed {
-            current: range.kvs.into_iter().next().map(|kv| store.from_etcd(kv)),
+            current: range.kvs.into_iter().next().map(|kv| store.finale_kv(kv)),
         });
     }
     match (op, first) {
         (WriteOp::Put { key, value }, Some(Response::ResponsePut(put))) => {
-            let previous = put.prev_kv.map(|kv| store.from_etcd(kv));
+            let previous = put.prev_kv.map(|kv| store.finale_kv(kv));
             let current = KeyValue {
                 key: key.clone(),
                 value: value.clone(),
@@ -136,7 +136,7 @@ fn outcome(store: &EtcdStore, op: &WriteOp, response: TxnResponse) -> StoreResul
                     .prev_kvs
                     .into_iter()
                     .next()
-                    .map(|kv| store.from_etcd(kv)),
+                    .map(|kv| store.finale_kv(kv)),
             }))
         }
         _ => Err(StoreError::Backend(
