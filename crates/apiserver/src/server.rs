@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use finale_store::{RedbStore, RedbStoreOptions, Store};
+use finale_store_etcd::{EtcdStore, EtcdStoreOptions};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -75,6 +76,8 @@ pub struct ServerConfig {
     /// Extra names and IPs for the serving certificate, beyond 127.0.0.1, ::1 and localhost.
     pub extra_sans: Vec<String>,
     pub store: RedbStoreOptions,
+    /// Keep the objects in etcd instead of the embedded store (`--etcd-servers`).
+    pub etcd: Option<EtcdConfig>,
     pub watch_cache: WatchCacheOptions,
     pub namespace_controller: NamespaceControllerOptions,
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
@@ -117,12 +120,70 @@ impl ServerConfig {
             listen,
             extra_sans: Vec::new(),
             store: RedbStoreOptions::default(),
+            etcd: None,
             watch_cache: WatchCacheOptions::default(),
             namespace_controller: NamespaceControllerOptions::default(),
             garbage_collector: true,
             limits: ServingLimits::default(),
             leader_election: LeaderElectionOptions::default(),
             insight_api: true,
+        }
+    }
+}
+
+/// The etcd backend: where, and how often to compact (kube-apiserver's flags).
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    pub options: EtcdStoreOptions,
+    /// `--etcd-compaction-interval`; zero turns the compactor off.
+    pub compaction_interval: Duration,
+}
+
+/// The store a server runs on, for what differs between backends (closing, health).
+enum Backend {
+    Embedded(Arc<RedbStore>),
+    Etcd(Arc<EtcdStore>),
+}
+
+impl Backend {
+    async fn open(config: &ServerConfig) -> anyhow::Result<Backend> {
+        match &config.etcd {
+            None => {
+                let store = RedbStore::open(&config.data_dir.join("store"), config.store.clone())
+                    .with_context(|| {
+                    format!("cannot open the store in {}", config.data_dir.display())
+                })?;
+                store.start_compactor();
+                Ok(Backend::Embedded(store))
+            }
+            Some(etcd) => {
+                let store = EtcdStore::connect(etcd.options.clone())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot reach etcd: {e}"))?;
+                store.start_compactor(etcd.compaction_interval);
+                Ok(Backend::Etcd(store))
+            }
+        }
+    }
+
+    fn shared(&self) -> Arc<dyn Store> {
+        match self {
+            Backend::Embedded(store) => store.clone(),
+            Backend::Etcd(store) => store.clone(),
+        }
+    }
+
+    fn etcd(&self) -> Option<Arc<EtcdStore>> {
+        match self {
+            Backend::Embedded(_) => None,
+            Backend::Etcd(store) => Some(store.clone()),
+        }
+    }
+
+    async fn close(&self) {
+        match self {
+            Backend::Embedded(store) => store.close().await,
+            Backend::Etcd(store) => store.close(),
         }
     }
 }
@@ -136,7 +197,7 @@ pub struct RunningServer {
     serving: tokio::task::JoinHandle<()>,
     /// The in-process controllers; each ends when `shutdown` is cancelled.
     controllers: Arc<Controllers>,
-    store: Arc<RedbStore>,
+    store: Backend,
 }
 
 impl RunningServer {
@@ -227,10 +288,8 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .context("cannot read the bound address")?;
     create_private_dir(&config.data_dir)?;
 
-    let store = RedbStore::open(&config.data_dir.join("store"), config.store.clone())
-        .with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
-    store.start_compactor();
-    let shared_store: Arc<dyn Store> = store.clone();
+    let store = Backend::open(&config).await?;
+    let shared_store = store.shared();
 
     let pki_dir = config
         .pki_dir
@@ -352,6 +411,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         shutdown: shutdown.clone(),
         health: Arc::new(Health {
             store: shared_store.clone(),
+            etcd: store.etcd(),
             controllers: Arc::clone(&controllers),
             shutdown: shutdown.clone(),
         }),

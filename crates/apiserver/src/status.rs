@@ -281,6 +281,24 @@ impl From<finale_store::StoreError> for ApiError {
                 ..Details::default()
             }),
             StoreError::Closed => ApiError::service_unavailable("the server is shutting down"),
+            // Storage down: a retryable 503 naming the cause (kube-apiserver answers 500
+            // with the raw etcd error; a 503 tells clients and load balancers to retry).
+            StoreError::Unavailable { reason } => {
+                ApiError::service_unavailable(format!("storage is unavailable: {reason}"))
+                    .with_details(Details {
+                        retry_after_seconds: Some(1),
+                        ..Details::default()
+                    })
+            }
+            StoreError::Timeout { reason } => ApiError::new(
+                504,
+                "Timeout",
+                format!("storage did not answer in time: {reason}"),
+            )
+            .with_details(Details {
+                retry_after_seconds: Some(1),
+                ..Details::default()
+            }),
             other => ApiError::internal(format!("storage error: {other}")),
         }
     }

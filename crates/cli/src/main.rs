@@ -109,6 +109,69 @@ struct ServerArgs {
     /// (`--runtime-config=deletion.finale.dev/v1alpha1=false` serves a cluster without it).
     #[arg(long, value_name = "GROUP/VERSION=BOOL")]
     runtime_config: Vec<String>,
+    /// Keep objects in this etcd cluster instead of the embedded store: client URLs of its
+    /// members, comma separated (kube-apiserver's flag). Without it, nothing changes.
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    etcd_servers: Vec<String>,
+    /// Root of Finale's keys in etcd. Several Finale servers with the same prefix form one
+    /// cluster.
+    #[arg(long, value_name = "PREFIX", default_value = finale_store_etcd::DEFAULT_PREFIX)]
+    etcd_prefix: String,
+    /// CA bundle that signs etcd's serving certificates (https endpoints).
+    #[arg(long, value_name = "FILE")]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate for etcd (with --etcd-keyfile).
+    #[arg(long, value_name = "FILE")]
+    etcd_certfile: Option<PathBuf>,
+    /// Client key for etcd (with --etcd-certfile).
+    #[arg(long, value_name = "FILE")]
+    etcd_keyfile: Option<PathBuf>,
+    /// How often to compact etcd's history, keeping at least this much of it (0: never).
+    /// Several servers on one etcd compact once per interval between them.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    etcd_compaction_interval: std::time::Duration,
+}
+
+impl ServerArgs {
+    /// The etcd backend the flags ask for, if any.
+    fn etcd(&self) -> anyhow::Result<Option<server::EtcdConfig>> {
+        if self.etcd_servers.is_empty() {
+            if self.etcd_cafile.is_some()
+                || self.etcd_certfile.is_some()
+                || self.etcd_keyfile.is_some()
+            {
+                anyhow::bail!(
+                    "--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers"
+                );
+            }
+            return Ok(None);
+        }
+        if !self.etcd_prefix.starts_with('/') {
+            anyhow::bail!(
+                "--etcd-prefix must start with '/' (got {:?})",
+                self.etcd_prefix
+            );
+        }
+        let mut options = finale_store_etcd::EtcdStoreOptions::new(self.etcd_servers.clone());
+        options.prefix = self.etcd_prefix.trim_end_matches('/').as_bytes().to_vec();
+        let tls_wanted = self.etcd_cafile.is_some()
+            || self.etcd_certfile.is_some()
+            || self.etcd_keyfile.is_some();
+        if tls_wanted {
+            options.tls = Some(
+                finale_store_etcd::EtcdTls::from_files(
+                    self.etcd_cafile.as_ref(),
+                    self.etcd_certfile.as_ref(),
+                    self.etcd_keyfile.as_ref(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            );
+        }
+        Ok(Some(server::EtcdConfig {
+            options,
+            compaction_interval: self.etcd_compaction_interval,
+        }))
+    }
 }
 
 /// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
@@ -189,6 +252,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     };
     let mut config = ServerConfig::new(&args.data_dir, args.listen);
     config.insight_api = insight_api;
+    config.etcd = args.etcd()?;
     config.extra_sans = args.tls_sans;
     config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;

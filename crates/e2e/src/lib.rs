@@ -34,6 +34,20 @@ pub struct FinaleServer {
     pub startup: Duration,
     /// Every line the server has printed on stdout so far.
     stdout: Arc<Mutex<Vec<String>>>,
+    /// The extra `finale server` arguments, used again by [`FinaleServer::restart`].
+    args: Vec<String>,
+    /// The etcd this server keeps its objects in, when the fixture started one for it
+    /// (`FINALE_TEST_STORE=etcd`).
+    pub etcd: Option<Arc<Mutex<Etcd>>>,
+}
+
+/// The environment variable that runs every suite's servers on etcd instead of the embedded
+/// store: `FINALE_TEST_STORE=etcd` (a fresh in-memory etcd member per server).
+pub const TEST_STORE_VAR: &str = "FINALE_TEST_STORE";
+
+/// Whether the suites run on etcd (`FINALE_TEST_STORE=etcd`).
+pub fn test_store_is_etcd() -> bool {
+    std::env::var(TEST_STORE_VAR).is_ok_and(|store| store == "etcd")
 }
 
 impl FinaleServer {
@@ -54,12 +68,33 @@ impl FinaleServer {
 
     /// As [`FinaleServer::start_with`], with the log at `log_path` instead of in the data
     /// directory (for a data directory on a filesystem that a test cuts the power of).
+    ///
+    /// With `FINALE_TEST_STORE=etcd` and no `--etcd-servers` among `extra_args`, the server
+    /// runs on a fresh etcd member that this fixture starts and keeps.
     pub fn start_logging_to(
         binary: &Path,
         data_dir: &Path,
         listen: &str,
         extra_args: &[&str],
         log_path: &Path,
+    ) -> anyhow::Result<FinaleServer> {
+        let mut args: Vec<String> = extra_args.iter().map(|arg| arg.to_string()).collect();
+        let mut etcd = None;
+        if test_store_is_etcd() && !args.iter().any(|arg| arg.starts_with("--etcd-servers")) {
+            let member = Etcd::start_in_memory().context("start etcd for the server")?;
+            args.extend(["--etcd-servers".to_string(), member.endpoint.clone()]);
+            etcd = Some(Arc::new(Mutex::new(member)));
+        }
+        Self::spawn(binary, data_dir, listen, args, log_path, etcd)
+    }
+
+    fn spawn(
+        binary: &Path,
+        data_dir: &Path,
+        listen: &str,
+        args: Vec<String>,
+        log_path: &Path,
+        etcd: Option<Arc<Mutex<Etcd>>>,
     ) -> anyhow::Result<FinaleServer> {
         // Only the log's directory: a data directory elsewhere is the server's to create.
         if let Some(log_dir) = log_path.parent() {
@@ -79,7 +114,7 @@ impl FinaleServer {
             .arg(data_dir)
             .arg("--listen")
             .arg(listen)
-            .args(extra_args)
+            .args(&args)
             .env(
                 "RUST_LOG",
                 std::env::var("FINALE_TEST_LOG").unwrap_or_else(|_| "info".into()),
@@ -158,6 +193,8 @@ impl FinaleServer {
             kubeconfig,
             startup,
             stdout: printed,
+            args,
+            etcd,
         })
     }
 
@@ -242,18 +279,19 @@ impl FinaleServer {
         }
     }
 
-    /// Starts the same binary again on the same data directory and address. A server that is
-    /// still running is killed first (`kill -9`); one stopped by [`FinaleServer::terminate`]
-    /// is simply started again.
+    /// Starts the same binary again on the same data directory, address, arguments and etcd.
+    /// A server that is still running is killed first (`kill -9`); one stopped by
+    /// [`FinaleServer::terminate`] is simply started again.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9()?;
         let listen = self.addr().to_string();
-        let again = FinaleServer::start_logging_to(
+        let again = FinaleServer::spawn(
             &self.binary,
             &self.data_dir,
             &listen,
-            &[],
+            self.args.clone(),
             &self.log_path,
+            self.etcd.clone(),
         )?;
         *self = again;
         Ok(())
@@ -491,61 +529,147 @@ pub fn free_port() -> anyhow::Result<u16> {
 }
 
 /// A single-member etcd on loopback with its own data directory, as Debian packages it.
+///
+/// [`Etcd::start`] keeps the data on disk (benchmarks compare against it);
+/// [`Etcd::start_in_memory`] puts it on `/dev/shm` when there is one (etcd 3.4 has no
+/// `--unsafe-no-fsync`; memory keeps fsync cheap), for tests. Each member gets fresh ports
+/// and a cluster token of its own, so that tests running side by side never join each other.
+/// [`Etcd::stop`] and [`Etcd::start_again`] take the member down and bring it back on the
+/// same ports and data, for tests of an unavailable etcd.
 pub struct Etcd {
-    child: Child,
+    child: Option<Child>,
     pub endpoint: String,
+    client_port: u16,
+    command: Vec<String>,
+    log_path: PathBuf,
     _dir: tempfile::TempDir,
 }
 
+/// Where etcd data directories go: `/dev/shm` if asked and present, else the system temp
+/// directory.
+fn etcd_temp_dir(in_memory: bool) -> anyhow::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    if in_memory
+        && shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
+            .prefix("finale-etcd-")
+            .tempdir_in(shm)
+    {
+        return Ok(dir);
+    }
+    Ok(tempfile::Builder::new().prefix("finale-etcd-").tempdir()?)
+}
+
 impl Etcd {
+    /// A member with its data on disk.
     pub fn start() -> anyhow::Result<Etcd> {
-        let dir = tempfile::tempdir()?;
+        Etcd::start_on(false)
+    }
+
+    /// A member with its data in memory (`/dev/shm`), for tests.
+    pub fn start_in_memory() -> anyhow::Result<Etcd> {
+        Etcd::start_on(true)
+    }
+
+    fn start_on(in_memory: bool) -> anyhow::Result<Etcd> {
+        let dir = etcd_temp_dir(in_memory)?;
         let client = free_port()?;
         let peer = free_port()?;
         let endpoint = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
-        let child = Command::new(std::env::var("ETCD").unwrap_or_else(|_| "etcd".into()))
-            .args(["--name", "finale-test", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args([
-                "--listen-client-urls",
-                &endpoint,
-                "--advertise-client-urls",
-                &endpoint,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer_url,
-                "--initial-advertise-peer-urls",
-                &peer_url,
-            ])
-            .args(["--initial-cluster", &format!("finale-test={peer_url}")])
+        let token = format!(
+            "finale-test-{}-{}",
+            std::process::id(),
+            dir.path()
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        let command = vec![
+            std::env::var("ETCD").unwrap_or_else(|_| "etcd".into()),
+            "--name".into(),
+            "finale-test".into(),
+            "--data-dir".into(),
+            dir.path().join("data").to_string_lossy().into_owned(),
+            "--listen-client-urls".into(),
+            endpoint.clone(),
+            "--advertise-client-urls".into(),
+            endpoint.clone(),
+            "--listen-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-advertise-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-cluster".into(),
+            format!("finale-test={peer_url}"),
+            "--initial-cluster-token".into(),
+            token,
+        ];
+        let mut etcd = Etcd {
+            child: None,
+            endpoint,
+            client_port: client,
+            command,
+            log_path: dir.path().join("etcd.log"),
+            _dir: dir,
+        };
+        etcd.start_again()?;
+        Ok(etcd)
+    }
+
+    /// Starts the member again after [`Etcd::stop`], on the same ports and data, and waits
+    /// until it listens.
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            bail!("etcd at {} is already running", self.endpoint);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)?;
+        let child = Command::new(&self.command[0])
+            .args(&self.command[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
             .context("spawn etcd (install Debian's etcd-server)")?;
-        let mut etcd = Etcd {
-            child,
-            endpoint,
-            _dir: dir,
-        };
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
-            if Instant::now() > deadline || etcd.child.try_wait()?.is_some() {
-                bail!("etcd did not start listening on {}", etcd.endpoint);
+        while std::net::TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
+            let exited = match self.child.as_mut() {
+                Some(child) => child.try_wait()?.is_some(),
+                None => true,
+            };
+            if Instant::now() > deadline || exited {
+                bail!(
+                    "etcd did not start listening on {}; its log:\n{}",
+                    self.endpoint,
+                    std::fs::read_to_string(&self.log_path).unwrap_or_default()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(etcd)
+        Ok(())
+    }
+
+    /// Kills the member with SIGKILL (its data stays) and waits until it is gone.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill().context("kill etcd")?;
+            child.wait().context("reap etcd")?;
+        }
+        Ok(())
+    }
+
+    /// The member's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 }
 
 impl Drop for Etcd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.stop();
     }
 }
 pub mod operator;

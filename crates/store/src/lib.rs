@@ -160,6 +160,14 @@ pub enum StoreError {
     Closed,
     #[error("a watch fell too far behind the store and was dropped at revision {revision}")]
     WatchLagged { revision: Revision },
+    /// The backend cannot be reached (a remote store such as etcd is down or has no
+    /// quorum) and retrying within the call's deadline did not help. Nothing was written,
+    /// or a write's outcome could not be established (see the backend's docs).
+    #[error("the storage backend is unavailable: {reason}")]
+    Unavailable { reason: String },
+    /// The backend did not answer within the call's deadline.
+    #[error("the storage backend did not answer in time: {reason}")]
+    Timeout { reason: String },
     #[error("storage backend error: {0}")]
     Backend(String),
 }
@@ -207,7 +215,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Streams every change to keys in `range` with revision strictly greater than
     /// `after_revision`, first from history, then live. Fails with
-    /// [`StoreError::Compacted`] if part of that history was compacted away.
+    /// [`StoreError::Compacted`] if `after_revision` is below the compacted revision: as in
+    /// etcd, compacting at `C` may drop the event of revision `C` itself (a deletion's
+    /// tombstone), so history is complete only for watches from `C` on.
     async fn watch(
         &self,
         range: Range<Vec<u8>>,

@@ -1520,7 +1520,9 @@ fn read_log_chunk(
 ) -> StoreResult<LogChunk> {
     let txn = shared.begin_read()?;
     let meta = read_meta(&txn)?;
-    if after + 1 < meta.compacted {
+    // Strictly after the compaction point, as on etcd: compacting at C drops a tombstone
+    // written at C, so a watch from C itself could miss that delete.
+    if after < meta.compacted {
         return Err(StoreError::Compacted {
             requested: after + 1,
             compacted: meta.compacted,

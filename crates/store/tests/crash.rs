@@ -101,7 +101,7 @@ fn kill_9_keeps_every_acknowledged_write() {
         );
 
         // Every acknowledged write is in the history at its revision.
-        let after = (store_compacted - 1).max(0);
+        let after = store_compacted;
         let mut watch = store
             .watch(Vec::new()..Vec::new(), after)
             .await

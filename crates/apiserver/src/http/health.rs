@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `ping` | all | never (the process answers) |
 //! | `store` | all | the store is closed, or a read fails or takes over 2 s |
+//! | `etcd` | `/readyz`, with `--etcd-servers` only | a linearizable read of `<prefix>/health` fails or takes over 2 s (no member answers, or etcd has no quorum) |
 //! | `store-writable` | `/readyz` | the store refuses writes: the last write batch failed, or (after a failed write-ahead log append or sync) until it is reopened, i.e. the server restarted |
 //! | `controllers` | `/readyz` | an in-process controller (CRD, namespace, garbage collector) has stopped |
 //! | `shutdown` | `/readyz` | the server is shutting down |
@@ -95,6 +96,8 @@ impl Controllers {
 /// What the checks look at.
 pub struct Health {
     pub store: Arc<dyn Store>,
+    /// The etcd backend, when the server runs on one (`--etcd-servers`).
+    pub etcd: Option<Arc<finale_store_etcd::EtcdStore>>,
     pub controllers: Arc<Controllers>,
     pub shutdown: CancellationToken,
 }
@@ -103,6 +106,7 @@ pub struct Health {
 enum Check {
     Ping,
     Store,
+    Etcd,
     StoreWritable,
     Controllers,
     Shutdown,
@@ -113,15 +117,25 @@ impl Check {
         match self {
             Check::Ping => "ping",
             Check::Store => "store",
+            Check::Etcd => "etcd",
             Check::StoreWritable => "store-writable",
             Check::Controllers => "controllers",
             Check::Shutdown => "shutdown",
         }
     }
 
+    /// Whether the check exists on this server (`etcd` only with an etcd backend).
+    fn applies(self, health: &Health) -> bool {
+        self != Check::Etcd || health.etcd.is_some()
+    }
+
     async fn run(self, health: &Health) -> Result<(), String> {
         match self {
             Check::Ping => Ok(()),
+            Check::Etcd => match &health.etcd {
+                Some(etcd) => etcd.check_health(STORE_CHECK_TIMEOUT).await,
+                None => Ok(()),
+            },
             Check::Store => {
                 if health.store.health() == StoreHealth::Closed {
                     return Err("the store is closed".into());
@@ -191,6 +205,7 @@ impl Endpoint {
             Endpoint::Readyz => &[
                 Check::Ping,
                 Check::Store,
+                Check::Etcd,
                 Check::StoreWritable,
                 Check::Controllers,
                 Check::Shutdown,
@@ -221,6 +236,9 @@ pub async fn endpoint(State(state): State<AppState>, request: Request) -> Respon
     let mut report = String::new();
     let mut failures = Vec::new();
     for check in endpoint.checks() {
+        if !check.applies(&state.health) {
+            continue;
+        }
         if excluded.remove(check.name()) {
             report.push_str(&format!("[+]{} excluded: ok\n", check.name()));
             continue;
@@ -271,7 +289,12 @@ pub async fn single(
         .split('/')
         .next()
         .and_then(Endpoint::parse);
-    let check = endpoint.and_then(|endpoint| endpoint.checks().iter().find(|c| c.name() == name));
+    let check = endpoint.and_then(|endpoint| {
+        endpoint
+            .checks()
+            .iter()
+            .find(|c| c.name() == name && c.applies(&state.health))
+    });
     let Some(check) = check else {
         return super::not_found(request).await;
     };
@@ -312,6 +335,7 @@ mod tests {
         let store = RedbStore::open(dir, RedbStoreOptions::default()).expect("open a store");
         let health = Health {
             store: store.clone(),
+            etcd: None,
             controllers: Arc::new(Controllers::default()),
             shutdown: CancellationToken::new(),
         };

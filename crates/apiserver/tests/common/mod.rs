@@ -26,6 +26,8 @@ pub struct TestServer {
     pub client: Client,
     /// Kept alive for the server's lifetime; removed on drop.
     pub dir: TempDir,
+    /// The etcd member the server runs on, with `FINALE_TEST_STORE=etcd`.
+    pub etcd: Option<finale_e2e::Etcd>,
 }
 
 impl TestServer {
@@ -43,6 +45,20 @@ impl TestServer {
         );
         // Tests do not need fsync; a clean close still makes everything durable.
         config.store.durable_commits = false;
+        // `FINALE_TEST_STORE=etcd`: the same suites on a fresh etcd member.
+        let etcd = if finale_e2e::test_store_is_etcd() {
+            let member = tokio::task::spawn_blocking(finale_e2e::Etcd::start_in_memory)
+                .await
+                .expect("etcd start task")
+                .expect("start etcd");
+            config.etcd = Some(finale_apiserver::server::EtcdConfig {
+                options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
+                compaction_interval: Duration::from_secs(300),
+            });
+            Some(member)
+        } else {
+            None
+        };
         adjust(&mut config);
         let running = within(WAIT, start(config))
             .await
@@ -53,6 +69,7 @@ impl TestServer {
             running,
             client,
             dir,
+            etcd,
         }
     }
 

@@ -1,21 +1,24 @@
 //! Model test: random puts, deletes, compare-and-swaps, compactions and reopens against a
 //! simple in-memory model of etcd's semantics, comparing every write outcome, then latest and
-//! historical reads and watches.
-
-mod common;
+//! historical reads and watches; against redb and against etcd.
+//!
+//! The model starts at the fixture's `base` revision: 0 for a fresh redb file, the member's
+//! current revision for etcd (one member serves every case, each under a prefix of its own).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::next_event;
+use finale_e2e::Etcd;
 use finale_store::{
-    EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, RedbStore, RedbStoreOptions,
-    Revision, Store, StoreError, WatchEvent, WriteOp, WriteOutcome, WriteResult, prefix_range,
+    EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, RedbStoreOptions, Revision,
+    Store, StoreError, WatchEvent, WriteOp, WriteOutcome, WriteResult, prefix_range,
     range_contains,
 };
 use proptest::prelude::*;
+
+use crate::harness::{Fixture, etcd_on, next_event, redb_with, start_etcd};
 
 /// Keys that are prefixes of each other, so `(key, revision)` ordering in history is exercised.
 const KEYS: [&[u8]; 6] = [b"a", b"a\0", b"a\0\0", b"ab", b"b", b"\xff\xff"];
@@ -62,23 +65,27 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 
 #[derive(Default)]
 struct Model {
-    /// The keyspace at each revision; index 0 is the empty store.
+    /// The revision of the empty store.
+    base: Revision,
+    /// The keyspace at each revision from `base`; index 0 is the empty store.
     snapshots: Vec<BTreeMap<Vec<u8>, KeyValue>>,
-    /// The event of revision `i + 1` at index `i`.
+    /// The event of revision `base + i + 1` at index `i`.
     events: Vec<WatchEvent>,
     compacted: Revision,
 }
 
 impl Model {
-    fn new() -> Self {
+    fn new(base: Revision) -> Self {
         Model {
+            base,
             snapshots: vec![BTreeMap::new()],
-            ..Default::default()
+            events: Vec::new(),
+            compacted: base,
         }
     }
 
     fn current(&self) -> Revision {
-        (self.snapshots.len() - 1) as Revision
+        self.base + (self.snapshots.len() - 1) as Revision
     }
 
     fn latest(&self) -> &BTreeMap<Vec<u8>, KeyValue> {
@@ -93,7 +100,7 @@ impl Model {
             Pre::Current => {
                 Precondition::ModRevision(self.latest().get(key).map_or(0, |kv| kv.mod_revision))
             }
-            Pre::Stale(r) => Precondition::ModRevision(*r),
+            Pre::Stale(r) => Precondition::ModRevision(self.base + *r),
         }
     }
 
@@ -177,7 +184,7 @@ impl Model {
         } else {
             revision
         };
-        let matching: Vec<_> = self.snapshots[at as usize]
+        let matching: Vec<_> = self.snapshots[(at - self.base) as usize]
             .values()
             .filter(|kv| range_contains(range, &kv.key))
             .cloned()
@@ -191,7 +198,7 @@ impl Model {
     }
 }
 
-fn options() -> RedbStoreOptions {
+fn redb_options() -> RedbStoreOptions {
     RedbStoreOptions {
         // fsync is not what this test is about, and would make it slow.
         durable_commits: false,
@@ -203,10 +210,6 @@ fn options() -> RedbStoreOptions {
         quick_repair: false,
         ..Default::default()
     }
-}
-
-fn open(dir: &Path) -> Arc<RedbStore> {
-    RedbStore::open(dir, options()).expect("open store")
 }
 
 fn ranges() -> Vec<(Range<Vec<u8>>, usize)> {
@@ -221,7 +224,7 @@ fn ranges() -> Vec<(Range<Vec<u8>>, usize)> {
     ]
 }
 
-async fn check_reads(store: &RedbStore, model: &Model) {
+async fn check_reads(store: &dyn Store, model: &Model) {
     let current = model.current();
     assert_eq!(store.current_revision().await.expect("revision"), current);
     assert_eq!(
@@ -235,7 +238,7 @@ async fn check_reads(store: &RedbStore, model: &Model) {
             "get {key:?}"
         );
     }
-    for revision in 0..=current + 1 {
+    for revision in std::iter::once(0).chain(model.base.max(1)..=current + 1) {
         for (range, limit) in ranges() {
             let request = RangeRequest {
                 range: range.clone(),
@@ -265,8 +268,8 @@ async fn check_reads(store: &RedbStore, model: &Model) {
     }
 }
 
-async fn check_watches(store: &RedbStore, model: &Model) {
-    let after = (model.compacted - 1).max(0);
+async fn check_watches(store: &dyn Store, model: &Model) {
+    let after = model.compacted;
     for (range, _) in ranges() {
         let expected: Vec<_> = model
             .events
@@ -283,9 +286,9 @@ async fn check_watches(store: &RedbStore, model: &Model) {
             );
         }
     }
-    if model.compacted >= 2 {
+    if model.compacted - model.base >= 1 {
         let got = store
-            .watch(Vec::new()..Vec::new(), model.compacted - 2)
+            .watch(Vec::new()..Vec::new(), model.compacted - 1)
             .await;
         assert!(
             matches!(got, Err(StoreError::Compacted { .. })),
@@ -294,15 +297,9 @@ async fn check_watches(store: &RedbStore, model: &Model) {
     }
 }
 
-fn run(ops: Vec<Op>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = open(dir.path());
-        let mut model = Model::new();
+async fn run(mut fixture: Fixture, ops: Vec<Op>) {
+    {
+        let mut model = Model::new(fixture.base);
         for op in ops {
             match op {
                 Op::Put(key, value, pre) => {
@@ -313,7 +310,11 @@ fn run(ops: Vec<Op>) {
                         value: vec![value; (value % 7) as usize],
                     };
                     let expected = model.write(&write, precondition);
-                    let got = store.write(write, precondition).await.expect("write");
+                    let got = fixture
+                        .store
+                        .write(write, precondition)
+                        .await
+                        .expect("write");
                     assert_eq!(got, expected);
                 }
                 Op::Delete(key, pre) => {
@@ -321,13 +322,17 @@ fn run(ops: Vec<Op>) {
                     let precondition = model.precondition(key, &pre);
                     let write = WriteOp::Delete { key: key.to_vec() };
                     let expected = model.write(&write, precondition);
-                    let got = store.write(write, precondition).await.expect("write");
+                    let got = fixture
+                        .store
+                        .write(write, precondition)
+                        .await
+                        .expect("write");
                     assert_eq!(got, expected);
                 }
                 Op::Compact(back) => {
                     let revision = model.current() - back;
                     let expected = model.compact(revision);
-                    let got = store.compact(revision).await;
+                    let got = fixture.store.compact(revision).await;
                     match (expected, got) {
                         (Ok(()), Ok(())) => {}
                         (
@@ -346,15 +351,39 @@ fn run(ops: Vec<Op>) {
                         }
                     }
                 }
-                Op::Reopen => {
-                    drop(store);
-                    store = open(dir.path());
-                }
+                Op::Reopen => fixture.reopen().await,
             }
         }
-        check_reads(&store, &model).await;
-        check_watches(&store, &model).await;
-    });
+        check_reads(&*fixture.store, &model).await;
+        check_watches(&*fixture.store, &model).await;
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// One etcd member for every case of the etcd run (a member per case would make the run
+/// minutes long); each case gets its own prefix.
+fn shared_etcd() -> Arc<Etcd> {
+    static ETCD: std::sync::OnceLock<Arc<Etcd>> = std::sync::OnceLock::new();
+    ETCD.get_or_init(|| runtime().block_on(start_etcd()))
+        .clone()
+}
+
+static CASE: AtomicUsize = AtomicUsize::new(0);
+
+fn run_redb(ops: Vec<Op>) {
+    runtime().block_on(run(redb_with(redb_options()), ops));
+}
+
+fn run_etcd(ops: Vec<Op>) {
+    let etcd = shared_etcd();
+    let prefix = format!("/model-{}", CASE.fetch_add(1, Ordering::Relaxed));
+    runtime().block_on(async move { run(etcd_on(etcd, &prefix).await, ops).await });
 }
 
 proptest! {
@@ -365,7 +394,12 @@ proptest! {
     })]
 
     #[test]
-    fn store_matches_model(ops in prop::collection::vec(op_strategy(), 1..60)) {
-        run(ops);
+    fn redb_matches_model(ops in prop::collection::vec(op_strategy(), 1..60)) {
+        run_redb(ops);
+    }
+
+    #[test]
+    fn etcd_matches_model(ops in prop::collection::vec(op_strategy(), 1..60)) {
+        run_etcd(ops);
     }
 }

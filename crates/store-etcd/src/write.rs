@@ -1,0 +1,275 @@
+//! Single-key writes as one etcd `Txn`, and what to do when etcd's answer is lost.
+//!
+//! The txn: `If <precondition> Then Put|DeleteRange (prev_kv) Else Range(key)`, as
+//! kube-apiserver's `GuaranteedUpdate`, so a failed precondition returns the current state
+//! without a second round trip.
+//!
+//! # Guarantees
+//! - A write that certainly did not reach etcd (the connection could not be made) is simply
+//!   retried on another member.
+//! - A write that may have reached etcd is resolved by reading the key: if it still is as the
+//!   precondition requires, the write did not happen and is sent again (the compare keeps a
+//!   second attempt from applying twice); if it now holds our value, the write happened; if
+//!   someone else changed it, the precondition failed.
+//!
+//! # Caveats
+//! - See the crate docs for the two corner cases where an ambiguous write is misreported.
+//! - A resolved delete reports the revision of the re-read, which is at or after the
+//!   deletion's own revision.
+
+use finale_etcd_rpc::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use finale_etcd_rpc::etcdserverpb::request_op::Request;
+use finale_etcd_rpc::etcdserverpb::response_op::Response;
+use finale_etcd_rpc::etcdserverpb::{
+    Compare, DeleteRangeRequest, PutRequest, RangeRequest as EtcdRange, RequestOp, TxnRequest,
+    TxnResponse,
+};
+use finale_store::{
+    KeyValue, Precondition, RangeRequest, Revision, Store, StoreError, StoreResult, WriteOp,
+    WriteOutcome, WriteResult,
+};
+use tokio::time::Instant;
+
+use crate::EtcdStore;
+use crate::members::{Backoff, describe, is_retryable, never_sent};
+
+fn compare(key: &[u8], precondition: Precondition) -> Vec<Compare> {
+    let (result, target, value) = match precondition {
+        Precondition::None => return Vec::new(),
+        Precondition::MustNotExist => (
+            CompareResult::Equal,
+            CompareTarget::Mod,
+            TargetUnion::ModRevision(0),
+        ),
+        Precondition::ModRevision(revision) => (
+            CompareResult::Equal,
+            CompareTarget::Mod,
+            TargetUnion::ModRevision(revision),
+        ),
+        Precondition::MustExist => (
+            CompareResult::Greater,
+            CompareTarget::Create,
+            TargetUnion::CreateRevision(0),
+        ),
+    };
+    vec![Compare {
+        result: result as i32,
+        target: target as i32,
+        key: key.to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(value),
+    }]
+}
+
+fn txn(store: &EtcdStore, op: &WriteOp, precondition: Precondition) -> TxnRequest {
+    let key = store.full_key(op.key());
+    let then = match op {
+        WriteOp::Put { value, .. } => Request::RequestPut(PutRequest {
+            key: key.clone(),
+            value: value.clone(),
+            prev_kv: true,
+            ..Default::default()
+        }),
+        WriteOp::Delete { .. } => Request::RequestDeleteRange(DeleteRangeRequest {
+            key: key.clone(),
+            range_end: Vec::new(),
+            prev_kv: true,
+        }),
+    };
+    TxnRequest {
+        compare: compare(&key, precondition),
+        success: vec![RequestOp {
+            request: Some(then),
+        }],
+        failure: vec![RequestOp {
+            request: Some(Request::RequestRange(EtcdRange {
+                key,
+                ..Default::default()
+            })),
+        }],
+    }
+}
+
+/// The outcome etcd's answer to the txn describes.
+fn outcome(store: &EtcdStore, op: &WriteOp, response: TxnResponse) -> StoreResult<WriteOutcome> {
+    let revision = crate::header_revision(response.header)?;
+    let first = response
+        .responses
+        .into_iter()
+        .next()
+        .and_then(|response| response.response);
+    if !response.succeeded {
+        let Some(Response::ResponseRange(range)) = first else {
+            return Err(StoreError::Backend(
+                "etcd answered a failed txn without the key's state".into(),
+            ));
+        };
+        return Ok(WriteOutcome::PreconditionFailed {
+            current: range.kvs.into_iter().next().map(|kv| store.finale_kv(kv)),
+        });
+    }
+    match (op, first) {
+        (WriteOp::Put { key, value }, Some(Response::ResponsePut(put))) => {
+            let previous = put.prev_kv.map(|kv| store.finale_kv(kv));
+            let current = KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+                create_revision: previous.as_ref().map_or(revision, |p| p.create_revision),
+                mod_revision: revision,
+                version: previous.as_ref().map_or(1, |p| p.version + 1),
+            };
+            Ok(WriteOutcome::Committed(WriteResult {
+                revision,
+                current: Some(current),
+                previous,
+            }))
+        }
+        (WriteOp::Delete { .. }, Some(Response::ResponseDeleteRange(deleted))) => {
+            if deleted.deleted == 0 {
+                // Nothing was there: etcd wrote nothing and used no revision.
+                return Ok(WriteOutcome::PreconditionFailed { current: None });
+            }
+            Ok(WriteOutcome::Committed(WriteResult {
+                revision,
+                current: None,
+                previous: deleted
+                    .prev_kvs
+                    .into_iter()
+                    .next()
+                    .map(|kv| store.finale_kv(kv)),
+            }))
+        }
+        _ => Err(StoreError::Backend(
+            "etcd answered a txn with a response of the wrong kind".into(),
+        )),
+    }
+}
+
+/// What a re-read after an ambiguous failure says about the write.
+enum Resolution {
+    /// The key is as the precondition needs: the write did not happen; send it again.
+    Retry,
+    Settled(WriteOutcome),
+}
+
+/// The key at `revision`, if history there is still readable.
+async fn key_at(store: &EtcdStore, key: &[u8], revision: Revision) -> Option<KeyValue> {
+    if revision <= 0 {
+        return None;
+    }
+    let mut end = key.to_vec();
+    end.push(0);
+    store
+        .range(RangeRequest {
+            range: key.to_vec()..end,
+            limit: 1,
+            revision,
+        })
+        .await
+        .ok()
+        .and_then(|response| response.kvs.into_iter().next())
+}
+
+async fn resolve(
+    store: &EtcdStore,
+    op: &WriteOp,
+    precondition: Precondition,
+) -> StoreResult<Resolution> {
+    let (current, read_at) = store.get(op.key()).await?;
+    let required_mod = match precondition {
+        Precondition::MustNotExist => Some(0),
+        Precondition::ModRevision(revision) => Some(revision),
+        Precondition::None | Precondition::MustExist => None,
+    };
+    let current_mod = current.as_ref().map_or(0, |kv| kv.mod_revision);
+    let resolution = match op {
+        WriteOp::Put { value, .. } => match (required_mod, current) {
+            (Some(required), _) if current_mod == required => Resolution::Retry,
+            (_, Some(kv)) if &kv.value == value => {
+                let previous = match required_mod {
+                    Some(required) => key_at(store, op.key(), required).await,
+                    None => key_at(store, op.key(), kv.mod_revision - 1).await,
+                };
+                Resolution::Settled(WriteOutcome::Committed(WriteResult {
+                    revision: kv.mod_revision,
+                    current: Some(kv),
+                    previous,
+                }))
+            }
+            (Some(_), current) => Resolution::Settled(WriteOutcome::PreconditionFailed { current }),
+            (None, None) if precondition == Precondition::MustExist => {
+                Resolution::Settled(WriteOutcome::PreconditionFailed { current: None })
+            }
+            (None, _) => Resolution::Retry,
+        },
+        WriteOp::Delete { .. } => match (required_mod, current) {
+            (Some(required), Some(_)) if current_mod == required => Resolution::Retry,
+            (Some(required), None) if required > 0 => {
+                Resolution::Settled(WriteOutcome::Committed(WriteResult {
+                    revision: read_at,
+                    current: None,
+                    previous: key_at(store, op.key(), required).await,
+                }))
+            }
+            (Some(_), current) => Resolution::Settled(WriteOutcome::PreconditionFailed { current }),
+            (None, Some(_)) => Resolution::Retry,
+            // Gone, but we cannot tell whether we deleted it: report it as not found.
+            (None, None) => Resolution::Settled(WriteOutcome::PreconditionFailed { current: None }),
+        },
+    };
+    Ok(resolution)
+}
+
+pub(crate) async fn write(
+    store: &EtcdStore,
+    op: WriteOp,
+    precondition: Precondition,
+) -> StoreResult<WriteOutcome> {
+    let request = txn(store, &op, precondition);
+    let members = &store.members;
+    let deadline = Instant::now() + members.call_deadline();
+    let mut backoff = Backoff::default();
+    loop {
+        if members.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let member = members.pick();
+        let attempt = tokio::time::timeout(
+            members.attempt_timeout(),
+            member.client.kv().txn(request.clone()),
+        )
+        .await;
+        // `ambiguous`: the txn may have been applied; find out before sending it again.
+        let (reason, ambiguous) = match attempt {
+            Ok(Ok(response)) => return outcome(store, &op, response.into_inner()),
+            Ok(Err(status)) if !is_retryable(&status) => {
+                return Err(crate::unexpected("a write", &status));
+            }
+            Ok(Err(status)) => (describe(&status), !never_sent(&status)),
+            Err(_) => (
+                format!("no answer within {:?}", members.attempt_timeout()),
+                true,
+            ),
+        };
+        members.mark_failed(&member, &reason);
+        if ambiguous {
+            tracing::debug!(endpoint = %member.url, %reason, "resolving an ambiguous etcd write");
+            if let Resolution::Settled(outcome) = resolve(store, &op, precondition).await? {
+                return Ok(outcome);
+            }
+        }
+        let pause = backoff.next_pause();
+        if Instant::now() + pause >= deadline {
+            return Err(StoreError::Unavailable {
+                reason: format!(
+                    "etcd cannot serve a write (last tried {}): {reason}",
+                    member.url
+                ),
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = members.closed().cancelled() => return Err(StoreError::Closed),
+        }
+    }
+}
