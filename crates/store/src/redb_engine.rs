@@ -103,8 +103,8 @@ use wal::Wal;
 use crate::durable_fs::{create_dir_all_durably, sync_dir};
 use crate::{
     EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
-    StoreHealth, StoreResult, TxnOutcome, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult,
-    range_contains,
+    StoreHealth, StoreResult, TxnOutcome, WatchEvent, WatchStream, WriteOp, WriteOutcome,
+    WriteResult, range_contains,
 };
 
 /// Latest state per key.

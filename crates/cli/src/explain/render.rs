@@ -1,6 +1,7 @@
 //! Drawing a `DeletionReview` answer for a person: the verdict on the first line, then the
 //! cause tree (`├─ └─ │`), each node as `Kind/name  message  (since 3m ago)` with its evidence
-//! indented beneath it, then what to do next.
+//! indented beneath it (a finalizer's provenance as "added by USER 3h ago (USER-AGENT)"), then
+//! what to do next.
 //!
 //! # Guarantees
 //! - Without colour the text is plain: no escape codes at all (safe to pipe and to compare).
@@ -73,6 +74,9 @@ pub fn render(status: &DeletionReviewStatus, now: DateTime<Utc>, colour: bool) -
     out
 }
 
+/// The evidence of a finalizer's provenance, drawn as one "added by USER 3h ago" line.
+const PROVENANCE_KEYS: [&str; 3] = ["addedBy", "addedAt", "addedByUserAgent"];
+
 /// Draws `node` after `first` (its own branch) and its evidence and children after `rest`
 /// (the continuation of its parent's branches).
 fn draw(
@@ -97,7 +101,23 @@ fn draw(
     let mut children: Vec<&CauseNode> = node.children.iter().collect();
     children.sort_by_key(|child| std::cmp::Reverse(child.state));
     let evidence_indent = if children.is_empty() { "   " } else { "│  " };
+    if let Some(user) = node.evidence.get("addedBy") {
+        let when = node
+            .evidence
+            .get("addedAt")
+            .map(|at| format!(" {}", age(at, now)))
+            .unwrap_or_default();
+        let agent = node
+            .evidence
+            .get("addedByUserAgent")
+            .map(|agent| format!(" ({agent})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{rest}{evidence_indent}  added by {user}{when}{agent}");
+    }
     for (key, value) in &node.evidence {
+        if PROVENANCE_KEYS.contains(&key.as_str()) {
+            continue;
+        }
         let _ = writeln!(out, "{rest}{evidence_indent}  {key}: {value}");
     }
     for (index, child) in children.iter().enumerate() {
@@ -226,6 +246,38 @@ mod tests {
         assert!(!text.contains('\u{1b}'), "no escape codes without colour");
         let coloured = render(&status, now, true);
         assert!(coloured.starts_with("\u{1b}["), "{coloured:?}");
+    }
+
+    #[test]
+    fn a_finalizers_provenance_is_one_line() {
+        let mut held = node("ConfigMap", "held", CauseState::Stuck, "held by x");
+        for (key, value) in [
+            ("finalizer", "example.com/x"),
+            ("addedBy", "system:serviceaccount:db:database-operator"),
+            ("addedAt", "2026-11-24T05:00:00Z"),
+            ("addedByUserAgent", "kubectl/v1.33.0"),
+        ] {
+            held.evidence.insert(key.into(), value.into());
+        }
+        let status = DeletionReviewStatus {
+            verdict: Verdict::Stuck,
+            resource_version: "7".into(),
+            summary: "ConfigMap default/held is stuck".into(),
+            causes: vec![held],
+        };
+        let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        assert_eq!(
+            render(&status, now, false),
+            "Stuck: ConfigMap default/held is stuck\n\
+             \n\
+             ConfigMap/held  held by x  (since 3m ago)\n     \
+             added by system:serviceaccount:db:database-operator 3h ago (kubectl/v1.33.0)\n     \
+             finalizer: example.com/x\n\
+             \n\
+             Next: ConfigMap default/held: held by x\n"
+        );
     }
 
     #[test]
