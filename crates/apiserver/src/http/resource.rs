@@ -486,21 +486,32 @@ impl ResourceRequest<'_> {
     }
 
     async fn get(&self, name: &str) -> ApiResult<Response> {
-        let object = self
+        let mut object = self
             .state
             .registry
             .get(self.resource, self.namespace(), name)
             .await?;
+        self.computed_status(&mut object).await?;
         self.respond(StatusCode::OK, &object)
     }
 
     async fn list(&self) -> ApiResult<Response> {
-        let list = self
+        let mut list = self
             .state
             .registry
             .list(self.resource, self.namespace(), &self.query.list_options()?)
             .await?;
+        self.computed_status(&mut list).await?;
         self.respond(StatusCode::OK, &list)
+    }
+
+    /// A `FinalizerClaim`'s status is computed on read (see [`crate::insight::figures`]).
+    async fn computed_status(&self, object: &mut Value) -> ApiResult<()> {
+        if self.resource.group == crate::insight::GROUP && self.resource.plural == "finalizerclaims"
+        {
+            self.state.insight.with_claim_status(object).await?;
+        }
+        Ok(())
     }
 
     async fn watch(&self) -> ApiResult<Response> {

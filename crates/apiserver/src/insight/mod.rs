@@ -24,9 +24,11 @@
 
 pub mod api;
 pub mod claims;
+pub mod figures;
 pub mod removal;
 pub mod review;
 pub mod snapshot;
+pub mod terminating;
 
 use std::sync::Arc;
 
@@ -128,11 +130,37 @@ pub struct Answer {
 pub struct Insight {
     registry: Arc<Registry>,
     gc: GcView,
+    index: Arc<terminating::TerminatingIndex>,
 }
 
 impl Insight {
-    pub fn new(registry: Arc<Registry>, gc: GcView) -> Self {
-        Insight { registry, gc }
+    pub fn new(
+        registry: Arc<Registry>,
+        gc: GcView,
+        index: Arc<terminating::TerminatingIndex>,
+    ) -> Self {
+        Insight {
+            registry,
+            gc,
+            index,
+        }
+    }
+
+    /// The deletion figures for `/metrics`, from the terminating index.
+    pub async fn figures(&self) -> ApiResult<figures::Figures> {
+        figures::figures(&self.registry, &self.index).await
+    }
+
+    /// Fills in the computed `status` of a `FinalizerClaim` (or of each item of a list of
+    /// them) as read from the registry.
+    pub async fn with_claim_status(&self, object: &mut Value) -> ApiResult<()> {
+        if let Some(items) = object.get_mut("items").and_then(Value::as_array_mut) {
+            for item in items {
+                figures::claim_status(&self.registry, &self.index, item).await?;
+            }
+            return Ok(());
+        }
+        figures::claim_status(&self.registry, &self.index, object).await
     }
 
     /// POST of a `DeletionReview`: validates it, answers it, stores nothing.
