@@ -8,6 +8,11 @@
 //! 0 `Gone` or `NotDeleting`; 2 `Progressing`; 3 `Stuck`; 1 an error (nothing usable was
 //! answered; the message says why on stderr).
 //!
+//! # `--stuck`
+//! `finale explain --stuck [-n NS | -A]` creates one `DeletionReview` with a `scope` instead
+//! of a target: the server lists every stuck object from its index of objects being deleted,
+//! and each is printed on one line with its root cause. Exit 3 when any is stuck, else 0.
+//!
 //! # Watching
 //! `--watch` asks again every 2 s and whenever the target changes (a watch on it), redrawing
 //! the answer, until the verdict is `Gone`. `--timeout` bounds that; it has no default, since
@@ -45,8 +50,8 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 pub struct ExplainArgs {
     /// What to explain: `TYPE/NAME`, or `TYPE NAME`. TYPE is any name kubectl accepts: plural,
     /// singular, short name or kind, optionally `.group` or `.version.group`.
-    #[arg(value_name = "TYPE[/NAME]")]
-    target: String,
+    #[arg(value_name = "TYPE[/NAME]", required_unless_present = "stuck")]
+    target: Option<String>,
     /// The object's name, when not given as `TYPE/NAME`.
     #[arg(value_name = "NAME")]
     name: Option<String>,
@@ -60,6 +65,13 @@ pub struct ExplainArgs {
     /// kinds.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     namespace: Option<String>,
+    /// List every stuck object (in the namespace, or with `-A` in the whole cluster), one line
+    /// each with its root cause, from the server's index. Exit 3 when any is stuck, else 0.
+    #[arg(long, conflicts_with_all = ["target", "name", "watch"])]
+    stuck: bool,
+    /// With `--stuck`: every namespace, and cluster-scoped objects.
+    #[arg(short = 'A', long, requires = "stuck", conflicts_with = "namespace")]
+    all_namespaces: bool,
     /// Print the review's `status` as `json` or `yaml` instead of the tree.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     output: Option<OutputFormat>,
@@ -102,7 +114,13 @@ fn exit_code(verdict: Verdict) -> u8 {
 /// Runs the command; errors are returned for `main` to print (exit 1).
 pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (type_, name) = split_target(&args.target, args.name.as_deref())?;
+    if args.stuck {
+        return run_stuck(args).await;
+    }
+    let (type_, name) = split_target(
+        args.target.as_deref().unwrap_or_default(),
+        args.name.as_deref(),
+    )?;
     let (config, source) = load_config(
         args.kubeconfig.as_deref(),
         args.context.as_deref(),
@@ -169,6 +187,63 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         .timeout
         .map(|timeout| tokio::time::Instant::now() + timeout);
     watch(&reviews, &review, &printer, target_changes, deadline).await
+}
+
+/// `--stuck`: one scoped `DeletionReview`, its stuck objects printed one per line.
+async fn run_stuck(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let (config, source) = load_config(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        &Environment::of_process(),
+    )
+    .await?;
+    let namespace = if args.all_namespaces {
+        String::new()
+    } else {
+        args.namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone())
+    };
+    let cluster = config.cluster_url.to_string();
+    let clients = Clients::new(config)?;
+    let served = discover(&clients.requests)
+        .await
+        .with_context(|| format!("cannot read the API discovery of {cluster} (from {source})"))?;
+    if !served.serves_group(insight::GROUP) {
+        bail!(
+            "the server at {cluster} does not serve {} (DeletionReview), so it cannot list stuck objects; \
+             run `finale server` or a newer version of it",
+            insight::API_VERSION
+        );
+    }
+    let review = DeletionReview::new(DeletionReviewSpec {
+        scope: Some(insight::ReviewScope { namespace }),
+        ..DeletionReviewSpec::default()
+    });
+    let printer = Printer {
+        format: args.output,
+        colour: colour_on(args.color),
+        clear_screen: false,
+    };
+    let reviews = Api::<DeletionReview>::all(clients.requests.clone());
+    let status = ask(&reviews, &review).await?;
+    printer.print(&status, None)?;
+    Ok(ExitCode::from(if status.verdict == Verdict::Stuck {
+        3
+    } else {
+        0
+    }))
+}
+
+fn colour_on(choice: ColorChoice) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
 }
 
 /// `TYPE/NAME` or `TYPE NAME`, never both or neither.

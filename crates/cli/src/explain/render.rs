@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
 use chrono::{DateTime, Utc};
-use finale_apiserver::insight::api::{CauseNode, CauseState, DeletionReviewStatus, Verdict};
+use finale_apiserver::insight::api::{
+    CauseNode, CauseState, DeletionReviewStatus, StuckObject, Verdict,
+};
 
 /// The verdict's name, as the API spells it.
 pub fn verdict_name(verdict: Verdict) -> &'static str {
@@ -59,6 +61,10 @@ pub fn render(status: &DeletionReviewStatus, now: DateTime<Utc>, colour: bool) -
         colour,
     );
     let _ = writeln!(out, "{verdict}: {}", status.summary);
+    if !status.stuck.is_empty() {
+        out.push('\n');
+        out.push_str(&stuck_table(&status.stuck, now, colour));
+    }
     if status.causes.is_empty() {
         return out;
     }
@@ -70,6 +76,61 @@ pub fn render(status: &DeletionReviewStatus, now: DateTime<Utc>, colour: bool) -
     }
     if let Some(action) = next_step(status) {
         let _ = write!(out, "\nNext: {action}\n");
+    }
+    out
+}
+
+/// A scoped review's stuck objects, one line each, in aligned columns as `kubectl get`
+/// prints them: NAMESPACE, OBJECT (`Kind/name`), VERDICT, DELETING (since when), ROOT CAUSE.
+fn stuck_table(stuck: &[StuckObject], now: DateTime<Utc>, colour: bool) -> String {
+    let header = ["NAMESPACE", "OBJECT", "VERDICT", "DELETING", "ROOT CAUSE"];
+    let rows: Vec<[String; 5]> = stuck
+        .iter()
+        .map(|item| {
+            let deleting = item
+                .since
+                .as_deref()
+                .map(|since| age(since, now).trim_end_matches(" ago").to_string())
+                .unwrap_or_default();
+            [
+                item.object.namespace.clone(),
+                format!("{}/{}", item.object.kind, item.object.name),
+                verdict_name(item.verdict).to_string(),
+                deleting,
+                item.root_cause.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: [&str; 5], style: Option<Style>| {
+        let mut text = String::new();
+        for (index, cell) in cells.iter().enumerate() {
+            if index + 1 == cells.len() {
+                text.push_str(cell);
+            } else if index == 2
+                && let Some(style) = style
+            {
+                let padding = " ".repeat(widths[index] - cell.chars().count() + 3);
+                text.push_str(&paint(cell, style, colour));
+                text.push_str(&padding);
+            } else {
+                text.push_str(&format!("{cell:<width$}   ", width = widths[index]));
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(header, None);
+    for (row, item) in rows.iter().zip(stuck) {
+        line(
+            [&row[0], &row[1], &row[2], &row[3], &row[4]],
+            Some(verdict_style(item.verdict)),
+        );
     }
     out
 }
@@ -226,6 +287,7 @@ mod tests {
             resource_version: "7".into(),
             summary: "Namespace shop is stuck".into(),
             causes: vec![root],
+            ..DeletionReviewStatus::default()
         };
         let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
             .expect("time")
@@ -264,6 +326,7 @@ mod tests {
             resource_version: "7".into(),
             summary: "ConfigMap default/held is stuck".into(),
             causes: vec![held],
+            ..DeletionReviewStatus::default()
         };
         let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
             .expect("time")
