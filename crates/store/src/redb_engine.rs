@@ -1301,8 +1301,7 @@ impl WriteTables<'_> {
             return Ok(Ok(TxnOutcome::PreconditionFailed { current }));
         }
         let mut results = Vec::with_capacity(writes.len());
-        let mut revision = first_revision;
-        for (op, precondition) in writes {
+        for (revision, (op, precondition)) in (first_revision..).zip(writes) {
             match self.apply_write(op, precondition, revision, buf, record, events)? {
                 WriteOutcome::Committed(result) => results.push(result),
                 // Checked above on the same transaction state, with distinct keys.
@@ -1312,7 +1311,6 @@ impl WriteTables<'_> {
                     ));
                 }
             }
-            revision += 1;
         }
         Ok(Ok(TxnOutcome::Committed(results)))
     }

@@ -19,8 +19,14 @@
 //! - Bad input gets a 422 `Status` naming the field; `mode: Plan` gets a 422 saying it is not
 //!   implemented yet.
 //!
+//! - A review with a `scope` instead of a target lists every stuck object in a namespace or
+//!   the cluster (`finale explain --stuck`), from the [`terminating`] index.
+//! - A `FinalizerClaim`'s `status` is computed on GET and LIST ([`figures`]), and so are the
+//!   `finale_*` deletion metrics; both from the [`terminating`] index, never a store scan.
+//!
 //! # Caveats
-//! - Plan mode, finalizer provenance and claim status are not served yet.
+//! - Plan mode is not served yet.
+//! - Claim status is not computed for watch events (they carry the stored object).
 
 pub mod api;
 pub mod claims;
