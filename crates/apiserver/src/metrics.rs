@@ -1,9 +1,14 @@
 //! Prometheus metrics of the API server, served on `/metrics`.
 //!
 //! Label values come from fixed sets (see [`request_verb`]), so no request can make the
-//! server keep a new series.
+//! server keep a new series. The deletion figures (`finale_*`, see
+//! [`crate::insight::figures`]) are set on each scrape from the terminating index; their
+//! label values are served resources and at most
+//! [`crate::insight::figures::MAX_FINALIZER_SERIES`] finalizer names plus `other`, and the
+//! families are cleared before each update so no stale series lingers.
 
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use finale_store::StoreHealth;
@@ -31,6 +36,16 @@ struct VerbLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
     name: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FinalizerLabels {
+    finalizer: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -72,6 +87,12 @@ pub struct Metrics {
     latency: Family<VerbLabels, Histogram>,
     store_state: Family<StateLabels, Gauge>,
     dropped: Family<KindLabels, Counter>,
+    /// The `finale_*` deletion figures, without the `apiserver_` prefix.
+    deletion_registry: Mutex<Registry>,
+    terminating: Family<ResourceLabels, Gauge>,
+    pending: Family<FinalizerLabels, Gauge>,
+    unclaimed: Gauge,
+    oldest_stuck: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -159,12 +180,42 @@ impl Metrics {
              --max-mutating-requests-inflight, by request_kind (readOnly, mutating)",
             dropped.clone(),
         );
+        let mut deletion_registry = Registry::default();
+        let terminating = Family::<ResourceLabels, Gauge>::default();
+        deletion_registry.register(
+            "finale_terminating_objects",
+            "Objects being deleted (deletionTimestamp set), by group/resource",
+            terminating.clone(),
+        );
+        let pending = Family::<FinalizerLabels, Gauge>::default();
+        deletion_registry.register(
+            "finale_finalizer_pending_objects",
+            "Objects being deleted that carry the finalizer (the 50 most common; the rest as finalizer=\"other\")",
+            pending.clone(),
+        );
+        let unclaimed = Gauge::default();
+        deletion_registry.register(
+            "finale_unclaimed_finalizers",
+            "Distinct finalizers on objects being deleted that no FinalizerClaim covers",
+            unclaimed.clone(),
+        );
+        let oldest_stuck = Gauge::<f64, AtomicU64>::default();
+        deletion_registry.register(
+            "finale_oldest_stuck_object_age_seconds",
+            "How long the oldest object held by an unclaimed finalizer or a dead claimed controller has been deleting; 0 when none",
+            oldest_stuck.clone(),
+        );
         let metrics = Metrics {
             registry: Mutex::new(registry),
             requests,
             latency,
             store_state,
             dropped,
+            deletion_registry: Mutex::new(deletion_registry),
+            terminating,
+            pending,
+            unclaimed,
+            oldest_stuck,
         };
         metrics.set_store_health(&StoreHealth::Serving);
         metrics
@@ -196,13 +247,46 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets the `finale_*` deletion gauges, replacing every series they had.
+    pub fn set_deletion_figures(&self, figures: &crate::insight::figures::Figures) {
+        self.terminating.clear();
+        for (resource, count) in &figures.terminating_by_resource {
+            self.terminating
+                .get_or_create(&ResourceLabels {
+                    resource: resource.clone(),
+                })
+                .set(*count);
+        }
+        self.pending.clear();
+        for (finalizer, count) in &figures.pending_by_finalizer {
+            self.pending
+                .get_or_create(&FinalizerLabels {
+                    finalizer: finalizer.clone(),
+                })
+                .set(*count);
+        }
+        self.unclaimed.set(figures.unclaimed_finalizers);
+        self.oldest_stuck.set(figures.oldest_stuck_age_seconds);
+    }
+
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let registry = self
-            .registry
+        let mut out = String::new();
+        {
+            let registry = self
+                .registry
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            encode(&mut out, &registry)?;
+        }
+        // One exposition: the first registry's end marker goes, the second one's ends it.
+        if let Some(stripped) = out.strip_suffix("# EOF\n") {
+            out.truncate(stripped.len());
+        }
+        let deletion = self
+            .deletion_registry
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut out = String::new();
-        encode(&mut out, &registry)?;
+        encode(&mut out, &deletion)?;
         Ok(out)
     }
 }

@@ -396,6 +396,18 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .map_err(|e| anyhow::anyhow!("cannot start leader election: {e}"))?,
     );
 
+    // Subscribed before it is built, so no change between the two is missed.
+    let terminating = Arc::new(crate::insight::terminating::TerminatingIndex::default());
+    let changes = registry.subscribe_changes();
+    terminating
+        .build(&registry)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot build the index of objects being deleted: {e}"))?;
+    controllers.add(
+        "terminating-index",
+        terminating.spawn(Arc::clone(&registry), changes, shutdown.clone()),
+    );
+
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
     write_kubeconfig(&kubeconfig, &url, "finale", pki.ca_pem(), pki.admin_token())
@@ -419,7 +431,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             config.limits.max_requests_inflight,
             config.limits.max_mutating_requests_inflight,
         )),
-        insight: Arc::new(crate::insight::Insight::new(Arc::clone(&registry), gc_view)),
+        insight: Arc::new(crate::insight::Insight::new(
+            Arc::clone(&registry),
+            gc_view,
+            terminating,
+        )),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(

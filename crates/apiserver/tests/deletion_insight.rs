@@ -305,16 +305,34 @@ async fn finalizer_claims_are_stored_validated_and_printed() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns, ["Name", "Finalizer", "Lease", "Policy", "Age"]);
-    let cells = &table["rows"][0]["cells"];
     assert_eq!(
-        cells.as_array().unwrap()[..4],
+        columns,
+        [
+            "Name",
+            "Finalizer",
+            "Live",
+            "Holder",
+            "Pending",
+            "Age",
+            "Lease",
+            "Policy"
+        ]
+    );
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    // No Lease finale-system/database-operator exists: not live, no holder, nothing pending.
+    assert_eq!(
+        cells[..5],
         [
             json!("databases"),
             json!("db.finale.dev/"),
-            json!("finale-system/database-operator"),
-            json!("Never")
+            json!("False"),
+            json!(""),
+            json!(0)
         ]
+    );
+    assert_eq!(
+        cells[6..],
+        [json!("finale-system/database-operator"), json!("Never")]
     );
     server.shutdown().await;
 }
@@ -1267,10 +1285,22 @@ async fn kube_rs_and_kubectl_read_reviews() {
         String::from_utf8_lossy(&output.stderr)
     );
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "FINALIZER", "LEASE", "POLICY", "AGE"]);
+    assert_eq!(
+        header,
+        ["NAME", "FINALIZER", "LIVE", "HOLDER", "PENDING", "AGE"]
+    );
+    assert!(stdout.contains("example.com/hold"), "{stdout}");
+    let wide = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&server.running.kubeconfig)
+        .args(["get", "finalizerclaims", "-o", "wide"])
+        .output()
+        .await
+        .expect("run kubectl");
+    let wide = String::from_utf8_lossy(&wide.stdout);
     assert!(
-        stdout.contains("example.com/hold") && stdout.contains("kube-system/holder"),
-        "{stdout}"
+        wide.contains("kube-system/holder"),
+        "-o wide shows the Lease: {wide}"
     );
     server.shutdown().await;
 }

@@ -95,6 +95,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         mode: ReviewMode::Plan,
         max_nodes: Some(args.max_nodes),
         propagation_policy: args.cascade.policy(),
+        ..DeletionReviewSpec::default()
     });
     let (status, copy) = if session.serves_insight() && !args.client_side {
         let reviews = Api::<DeletionReview>::all(session.clients.requests.clone());

@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use common::{Env, configmap, eventually, resource_version};
+use common::{Env, configmap, eventually, resource_version, watch_until};
 use serde_json::{Value, json};
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/finale-controllers";
@@ -79,45 +78,6 @@ fn the_server_holds_the_controllers_lease_and_kubectl_shows_it() {
     assert_eq!(leader_status(&env), Some(1), "{}", env.log());
 }
 
-/// Events of one watch, as (resourceVersion, type, object), read until `done` says so.
-fn watch_until(
-    env: &Env,
-    path: &str,
-    from: i64,
-    mut done: impl FnMut(&str, &Value) -> bool,
-) -> Vec<(i64, String, Value)> {
-    let ca = reqwest::Certificate::from_pem(env.server.ca_pem().expect("CA").as_bytes())
-        .expect("CA certificate");
-    let client = reqwest::blocking::Client::builder()
-        .add_root_certificate(ca)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client");
-    let url = format!(
-        "{}{path}&watch=1&resourceVersion={from}&timeoutSeconds=25",
-        env.server.url
-    );
-    let response = client
-        .get(url)
-        .bearer_auth(env.server.token().expect("token"))
-        .send()
-        .expect("watch");
-    assert_eq!(response.status().as_u16(), 200, "watch {path}");
-    let mut events = Vec::new();
-    for line in BufReader::new(response).lines() {
-        let Ok(line) = line else { break };
-        let event: Value = serde_json::from_str(&line).expect("watch event JSON");
-        let kind = event["type"].as_str().unwrap_or("").to_string();
-        let object = event["object"].clone();
-        let stop = done(&kind, &object);
-        events.push((resource_version(&object), kind, object));
-        if stop {
-            break;
-        }
-    }
-    events
-}
-
 #[test]
 fn controllers_stop_while_another_replica_holds_the_lease_and_resume_when_it_expires() {
     let env = Env::start_with(&FAST_LEASE);
@@ -178,7 +138,7 @@ fn controllers_stop_while_another_replica_holds_the_lease_and_resume_when_it_exp
     // The sentinel is the server's own takeover: the dependent is deleted only after it,
     // never while the intruder held the Lease. resourceVersions are one global order.
     let lease_events = watch_until(
-        &env,
+        &env.server,
         "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?fieldSelector=metadata.name%3Dfinale-controllers",
         intrusion,
         |_, object| holder(object) == me,
@@ -194,7 +154,7 @@ fn controllers_stop_while_another_replica_holds_the_lease_and_resume_when_it_exp
             )
         });
     let dependent_events = watch_until(
-        &env,
+        &env.server,
         &format!("{CONFIGMAPS}?fieldSelector=metadata.name%3Dlease-dependent"),
         intrusion,
         |kind, _| kind == "DELETED",

@@ -106,7 +106,19 @@ fn mask_ages(text: &str) -> String {
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    out
+    // `added by admin 2s ago (kubectl/v1.33.1 …)` → `added by admin <age> (<user-agent>)`.
+    out.lines()
+        .map(|line| match line.split_once("added by ") {
+            Some((indent, rest)) if indent.chars().all(|c| c == ' ' || c == '│') => {
+                let user = rest.split(' ').next().unwrap_or_default();
+                format!("{indent}added by {user} <age> (<user-agent>)\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect::<String>()
+        .trim_end_matches('\n')
+        .to_string()
+        + if text.ends_with('\n') { "\n" } else { "" }
 }
 
 /// A ConfigMap that nobody deletes, then deleted while an unclaimed finalizer holds it
@@ -138,6 +150,7 @@ fn not_deleting_stuck_then_gone() {
          ever remove it. Find the controller that added it and make sure it runs, or declare it with a \
          FinalizerClaim; remove the finalizer by hand only once you know what it was meant to clean up  \
          (since <age>)\n\
+         \x20    added by admin <age> (<user-agent>)\n\
          \x20    claim: none\n\
          \x20    finalizer: example.com/hold\n\
          \n\
@@ -302,12 +315,14 @@ fn foreground_chain_is_drawn_as_a_tree() {
          \n\
          ConfigMap/app  foreground deletion waits for 1 dependent that blocks it \
          (blockOwnerDeletion): ConfigMap default/app-config  (since <age>)\n\
+         │    added by admin <age> (<user-agent>)\n\
          │    blockingDependents: 1\n\
          │    kind: ConfigMap\n\
          └─ ConfigMap/app-config  no controller claims finalizer example.com/hold (owner unknown): \
          nothing may ever remove it. Find the controller that added it and make sure it runs, or \
          declare it with a FinalizerClaim; remove the finalizer by hand only once you know what it \
          was meant to clean up  (since <age>)\n\
+         \x20       added by admin <age> (<user-agent>)\n\
          \x20       claim: none\n\
          \x20       finalizer: example.com/hold\n\
          \n\

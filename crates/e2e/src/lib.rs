@@ -246,7 +246,21 @@ impl FinaleServer {
 
     /// The CA certificate (PEM) clients must trust.
     pub fn ca_pem(&self) -> anyhow::Result<String> {
-        std::fs::read_to_string(self.data_dir.join("pki").join("ca.crt")).context("read ca.crt")
+        // `--pki-dir DIR` (or `--pki-dir=DIR`) moves the PKI out of the data directory.
+        let pki_dir = self
+            .args
+            .iter()
+            .position(|arg| arg == "--pki-dir")
+            .and_then(|at| self.args.get(at + 1).cloned())
+            .or_else(|| {
+                self.args
+                    .iter()
+                    .find_map(|arg| arg.strip_prefix("--pki-dir=").map(str::to_string))
+            })
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.data_dir.join("pki"));
+        let path = pki_dir.join("ca.crt");
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))
     }
 
     /// `kill -9`: no chance to flush or clean up.

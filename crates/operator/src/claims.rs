@@ -21,6 +21,11 @@
 //!   log, no retries, no failure counted.
 //! - Re-applying is idempotent: every replica applies the same content under the same field
 //!   manager ([`FIELD_MANAGER`]), so replicas never conflict over a claim.
+//! - The claims stay as written while the operator runs: once written, a watch on
+//!   `finalizerclaims` re-applies any of them that is deleted or whose spec is changed, within
+//!   moments (one apply per such change; a watch that drops re-lists, and claims deleted
+//!   meanwhile are found missing then). Every replica keeps them, standbys included, as every
+//!   replica writes them: they write the same content, so they agree.
 //!
 //! # Caveats
 //! - Without leader election there is no Lease, and a claim whose Lease is missing reads as a
@@ -202,7 +207,8 @@ async fn apply_all(client: &Client, claims: &[ClaimSpec]) -> Result<Written, kub
 }
 
 /// Writes `claims` until every one is stored, the server turns out not to serve claims, or
-/// `shutdown` fires. Never fails: failures are logged and counted, then retried.
+/// `shutdown` fires; then keeps them as written ([`keep`]) until `shutdown`. Never fails:
+/// failures are logged and counted, then retried.
 pub async fn maintain(
     client: Client,
     controller_label: &'static str,
@@ -228,6 +234,7 @@ pub async fn maintain(
                     claims = claims.len(),
                     "wrote the FinalizerClaims"
                 );
+                keep(client, controller_label, claims, metrics, shutdown).await;
                 return;
             }
             Ok(Ok(Written::NotServed)) => {
@@ -247,6 +254,119 @@ pub async fn maintain(
             retry_in = ?retry,
             "could not write the FinalizerClaims (cleanup goes on; `finale explain` cannot name this controller until they are written)"
         );
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(retry) => {}
+        }
+        retry = (retry * 2).min(LAST_RETRY);
+    }
+}
+
+/// Whether a stored claim still says what `claim` wants: every spec field the toolkit sets
+/// is equal (fields the server defaults or a person added are left alone).
+fn as_written(stored: &DynamicObject, claim: &ClaimSpec) -> bool {
+    let wanted = claim.object();
+    let Some(wanted) = wanted.get("spec").and_then(Value::as_object) else {
+        return true;
+    };
+    let stored = stored.data.get("spec");
+    wanted
+        .iter()
+        .all(|(field, value)| stored.and_then(|s| s.get(field)) == Some(value))
+}
+
+/// Keeps the claims as written while the operator runs: a watch on `finalizerclaims`
+/// re-applies a claim that is deleted, or whose spec no longer says what the toolkit wrote.
+/// Bounded: one apply per such change (the toolkit's own apply reads back as written, so it
+/// does not loop), retried with the same backoff as the first write on failure.
+async fn keep(
+    client: Client,
+    controller_label: &'static str,
+    claims: Vec<ClaimSpec>,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &claim_resource());
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    // Names seen during a (re)list, to find claims deleted while the watch was down.
+    let mut listed = std::collections::HashSet::new();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = events.next() => event,
+        };
+        let damaged: Vec<&ClaimSpec> = match event {
+            None => return,
+            Some(Err(error)) => {
+                tracing::debug!(controller = controller_label, %error, "the FinalizerClaim watch failed; it resumes");
+                continue;
+            }
+            Some(Ok(watcher::Event::Init)) => {
+                listed.clear();
+                continue;
+            }
+            Some(Ok(watcher::Event::InitApply(object))) => {
+                listed.insert(object.metadata.name.clone().unwrap_or_default());
+                claims
+                    .iter()
+                    .filter(|c| Some(c.name()) == object.metadata.name && !as_written(&object, c))
+                    .collect()
+            }
+            Some(Ok(watcher::Event::InitDone)) => claims
+                .iter()
+                .filter(|c| !listed.contains(&c.name()))
+                .collect(),
+            Some(Ok(watcher::Event::Apply(object))) => claims
+                .iter()
+                .filter(|c| Some(c.name()) == object.metadata.name && !as_written(&object, c))
+                .collect(),
+            Some(Ok(watcher::Event::Delete(object))) => claims
+                .iter()
+                .filter(|c| Some(c.name()) == object.metadata.name)
+                .collect(),
+        };
+        for claim in damaged {
+            tracing::info!(
+                controller = controller_label,
+                claim = %claim.name(),
+                "a FinalizerClaim of this operator was deleted or changed; writing it again"
+            );
+            rewrite(&client, controller_label, claim, &metrics, &shutdown).await;
+        }
+    }
+}
+
+/// Applies one claim again, retrying with backoff until it is stored or `shutdown`.
+async fn rewrite(
+    client: &Client,
+    controller_label: &'static str,
+    claim: &ClaimSpec,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) {
+    const FIRST_RETRY: Duration = Duration::from_secs(1);
+    const LAST_RETRY: Duration = Duration::from_secs(60);
+    const ROUND_LIMIT: Duration = Duration::from_secs(30);
+    let mut retry = FIRST_RETRY;
+    loop {
+        let round =
+            tokio::time::timeout(ROUND_LIMIT, apply_all(client, std::slice::from_ref(claim)));
+        let outcome = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            outcome = round => outcome,
+        };
+        let error = match outcome {
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {ROUND_LIMIT:?}"),
+        };
+        metrics.claim_write_failed(controller_label);
+        tracing::warn!(controller = controller_label, claim = %claim.name(), %error, retry_in = ?retry, "could not write a FinalizerClaim again");
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(retry) => {}

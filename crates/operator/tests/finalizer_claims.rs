@@ -164,3 +164,100 @@ async fn the_operators_claim_names_it_while_alive_and_reads_stuck_once_its_lease
     );
     server.shutdown().await;
 }
+
+/// Polls the claim until `done` holds for it (None: absent), within [`WAIT`].
+async fn claim_until(
+    claims: &Api<FinalizerClaim>,
+    what: &str,
+    done: impl Fn(Option<&FinalizerClaim>) -> bool,
+) -> Option<FinalizerClaim> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let found = claims.get_opt(CLAIM).await.expect("read the claim");
+        if done(found.as_ref()) {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: never happened; the claim is {found:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_or_changed_claim_is_written_again_while_the_operator_runs() {
+    let server = Server::start().await;
+    let shutdown = CancellationToken::new();
+    let operator = tokio::spawn(runtime::run(
+        Clients::new(server.config().await).expect("clients"),
+        Recorder {
+            replica: "replica-a",
+            journal: Journal::default(),
+            hang_cleanup_on: &[],
+        },
+        settings(),
+        Arc::new(Metrics::new()),
+        Arc::new(RateLimits::new(
+            RateLimit::new(1000, 100).expect("a rate limit"),
+        )),
+        shutdown.clone(),
+    ));
+    let claims: Api<FinalizerClaim> = Api::all(server.client.clone());
+    let first = claim_until(&claims, "the first write", |c| c.is_some())
+        .await
+        .expect("the claim");
+
+    // Its status, computed by the server, says the operator is alive (it holds the Lease).
+    let raw: Api<kube::api::DynamicObject> = Api::all_with(
+        server.client.clone(),
+        &kube::discovery::ApiResource::erase::<FinalizerClaim>(&()),
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let object = raw.get(CLAIM).await.expect("read the claim");
+        if object.data["status"]["live"] == true {
+            assert_eq!(object.data["status"]["holder"], "replica-a");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the claim never read live: {:#}",
+            object.data
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Deleted by hand: written again (a new object).
+    claims
+        .delete(CLAIM, &DeleteParams::default())
+        .await
+        .expect("delete the claim");
+    let again = claim_until(&claims, "the re-creation", |c| {
+        c.is_some_and(|c| c.metadata.uid != first.metadata.uid)
+    })
+    .await
+    .expect("the claim");
+    assert_eq!(again.spec, first.spec);
+
+    // Changed by hand: corrected back to what the operator declares.
+    let mut changed = again.clone();
+    changed.spec.force_policy = ForcePolicy::Always;
+    changed.spec.controller = "someone-else".into();
+    claims
+        .replace(CLAIM, &PostParams::default(), &changed)
+        .await
+        .expect("change the claim");
+    let corrected = claim_until(&claims, "the correction", |c| {
+        c.is_some_and(|c| {
+            c.metadata.resource_version != again.metadata.resource_version && c.spec == first.spec
+        })
+    })
+    .await
+    .expect("the claim");
+    assert_eq!(corrected.spec.force_policy, ForcePolicy::WhenOwnerDead);
+
+    shutdown.cancel();
+    let _ = within(WAIT, operator).await;
+    server.shutdown().await;
+}

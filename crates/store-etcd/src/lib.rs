@@ -359,6 +359,14 @@ impl Store for EtcdStore {
         write::write(self, op, precondition).await
     }
 
+    async fn write_all(
+        &self,
+        writes: Vec<(WriteOp, Precondition)>,
+    ) -> StoreResult<finale_store::TxnOutcome> {
+        self.closed_check()?;
+        write::write_all(self, writes).await
+    }
+
     async fn watch(
         &self,
         range: Range<Vec<u8>>,

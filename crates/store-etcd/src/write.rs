@@ -273,3 +273,135 @@ pub(crate) async fn write(
         }
     }
 }
+
+/// Several writes as one etcd `Txn`: a compare per key (a delete without a precondition
+/// compares `create_revision > 0`, so that deleting a missing key fails the whole txn, as on
+/// the embedded engine), every put and delete on success, and a read of every key on
+/// failure. etcd gives the writes one shared revision.
+///
+/// Caveat: an attempt whose answer is lost is not resolved by re-reading, as a single write
+/// is (several keys may have changed since); it is reported as `Unavailable`, and the
+/// caller's retry meets the preconditions again: a txn that did land then fails them.
+pub(crate) async fn write_all(
+    store: &EtcdStore,
+    writes: Vec<(WriteOp, Precondition)>,
+) -> StoreResult<finale_store::TxnOutcome> {
+    let mut seen = std::collections::HashSet::new();
+    if !writes.iter().all(|(op, _)| seen.insert(op.key().to_vec())) {
+        return Err(StoreError::Backend(
+            "a transaction may write each key only once".into(),
+        ));
+    }
+    let mut request = TxnRequest::default();
+    for (op, precondition) in &writes {
+        let precondition = match (op, precondition) {
+            (WriteOp::Delete { .. }, Precondition::None) => Precondition::MustExist,
+            (_, precondition) => *precondition,
+        };
+        let single = txn(store, op, precondition);
+        request.compare.extend(single.compare);
+        request.success.extend(single.success);
+        request.failure.extend(single.failure);
+    }
+    let members = &store.members;
+    let deadline = Instant::now() + members.call_deadline();
+    let mut backoff = Backoff::default();
+    loop {
+        if members.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let member = members.pick();
+        let attempt = tokio::time::timeout(
+            members.attempt_timeout(),
+            member.client.kv().txn(request.clone()),
+        )
+        .await;
+        let reason = match attempt {
+            Ok(Ok(response)) => return outcome_all(store, &writes, response.into_inner()),
+            Ok(Err(status)) if !is_retryable(&status) => {
+                return Err(crate::unexpected("a transaction", &status));
+            }
+            Ok(Err(status)) if never_sent(&status) => describe(&status),
+            Ok(Err(status)) => {
+                members.mark_failed(&member, &describe(&status));
+                return Err(StoreError::Unavailable {
+                    reason: format!(
+                        "etcd's answer to a transaction was lost ({}); it may or may not have been applied",
+                        describe(&status)
+                    ),
+                });
+            }
+            Err(_) => {
+                let reason = format!("no answer within {:?}", members.attempt_timeout());
+                members.mark_failed(&member, &reason);
+                return Err(StoreError::Timeout {
+                    reason: format!(
+                        "etcd did not answer a transaction ({reason}); it may or may not have been applied"
+                    ),
+                });
+            }
+        };
+        members.mark_failed(&member, &reason);
+        let pause = backoff.next_pause();
+        if Instant::now() + pause >= deadline {
+            return Err(StoreError::Unavailable {
+                reason: format!(
+                    "etcd cannot serve a transaction (last tried {}): {reason}",
+                    member.url
+                ),
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = members.closed().cancelled() => return Err(StoreError::Closed),
+        }
+    }
+}
+
+fn outcome_all(
+    store: &EtcdStore,
+    writes: &[(WriteOp, Precondition)],
+    response: TxnResponse,
+) -> StoreResult<finale_store::TxnOutcome> {
+    let revision = crate::header_revision(response.header)?;
+    if !response.succeeded {
+        let current = response
+            .responses
+            .into_iter()
+            .map(|answer| match answer.response {
+                Some(Response::ResponseRange(range)) => {
+                    Ok(range.kvs.into_iter().next().map(|kv| store.finale_kv(kv)))
+                }
+                _ => Err(StoreError::Backend(
+                    "etcd answered a failed txn without the keys' state".into(),
+                )),
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        return Ok(finale_store::TxnOutcome::PreconditionFailed { current });
+    }
+    if response.responses.len() != writes.len() {
+        return Err(StoreError::Backend(
+            "etcd answered a txn with the wrong number of responses".into(),
+        ));
+    }
+    let mut results = Vec::with_capacity(writes.len());
+    for ((op, _), answer) in writes.iter().zip(response.responses) {
+        let single = TxnResponse {
+            header: Some(finale_etcd_rpc::etcdserverpb::ResponseHeader {
+                revision,
+                ..Default::default()
+            }),
+            succeeded: true,
+            responses: vec![answer],
+        };
+        match outcome(store, op, single)? {
+            WriteOutcome::Committed(result) => results.push(result),
+            WriteOutcome::PreconditionFailed { .. } => {
+                return Err(StoreError::Backend(
+                    "etcd applied a txn whose delete found no key".into(),
+                ));
+            }
+        }
+    }
+    Ok(finale_store::TxnOutcome::Committed(results))
+}

@@ -5,7 +5,9 @@
 //!
 //! - one global, monotonically increasing [`Revision`]; every successful write gets its own;
 //! - per key: `create_revision`, `mod_revision` and `version` ([`KeyValue`]);
-//! - single-key writes guarded by a [`Precondition`] on `mod_revision` (an etcd `Txn` compare);
+//! - single-key writes guarded by a [`Precondition`] on `mod_revision` (an etcd `Txn` compare),
+//!   and [`Store::write_all`]: several such writes committed all or none (an etcd `Txn` with
+//!   several compares and operations);
 //! - ordered range reads with a limit, at the latest or an older revision;
 //! - watches from a revision, carrying the previous value of each key;
 //! - compaction: history below the compacted revision is gone, and reading or watching there
@@ -99,6 +101,17 @@ pub enum WriteOutcome {
     PreconditionFailed {
         current: Option<KeyValue>,
     },
+}
+
+/// The result of [`Store::write_all`]: every write committed, or none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Every write was committed, in order; one result per write.
+    Committed(Vec<WriteResult>),
+    /// Nothing was written because at least one precondition failed (a delete of a missing
+    /// key counts as failed, as in [`Store::write`]). `current` holds every key's state when
+    /// the preconditions were checked, in the order of the writes.
+    PreconditionFailed { current: Vec<Option<KeyValue>> },
 }
 
 /// An ordered range read.
@@ -212,6 +225,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Applies one write if its precondition holds. Resolves only once the write is durable.
     async fn write(&self, op: WriteOp, precondition: Precondition) -> StoreResult<WriteOutcome>;
+
+    /// Applies several writes to distinct keys atomically, as one etcd `Txn` with a compare
+    /// per key: if every precondition holds, all are committed in one durable commit and
+    /// appear in watches in the order given; otherwise nothing is written. The embedded engine
+    /// gives each write its own consecutive revision, so the last write's revision is the
+    /// store's revision afterwards; an etcd backend would give them one shared revision.
+    /// Callers must only rely on "each write's revision is at least the first one's, and the
+    /// last one's is the highest". Writing one key twice is refused with
+    /// [`StoreError::Backend`] and writes nothing.
+    async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome>;
 
     /// Streams every change to keys in `range` with revision strictly greater than
     /// `after_revision`, first from history, then live. Fails with

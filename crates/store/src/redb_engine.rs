@@ -103,8 +103,8 @@ use wal::Wal;
 use crate::durable_fs::{create_dir_all_durably, sync_dir};
 use crate::{
     EventKind, KeyValue, Precondition, RangeRequest, RangeResponse, Revision, Store, StoreError,
-    StoreHealth, StoreResult, WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult,
-    range_contains,
+    StoreHealth, StoreResult, TxnOutcome, WatchEvent, WatchStream, WriteOp, WriteOutcome,
+    WriteResult, range_contains,
 };
 
 /// Latest state per key.
@@ -236,6 +236,10 @@ enum Request {
         op: WriteOp,
         precondition: Precondition,
         reply: oneshot::Sender<StoreResult<WriteOutcome>>,
+    },
+    Txn {
+        writes: Vec<(WriteOp, Precondition)>,
+        reply: oneshot::Sender<StoreResult<TxnOutcome>>,
     },
     Compact {
         revision: Revision,
@@ -446,6 +450,17 @@ impl Store for RedbStore {
             .map_err(|_| StoreError::Closed)?;
         drop(requests);
         // A dropped reply means the writer stopped before committing this request.
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome> {
+        let requests = self.request_sender()?;
+        let (reply, answer) = oneshot::channel();
+        requests
+            .send(Request::Txn { writes, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        drop(requests);
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -682,16 +697,19 @@ struct Writer {
 /// A request's reply channel, kept apart from its operation while the batch is applied.
 enum Reply {
     Write(oneshot::Sender<StoreResult<WriteOutcome>>),
+    Txn(oneshot::Sender<StoreResult<TxnOutcome>>),
     Compact(oneshot::Sender<StoreResult<()>>),
 }
 
 enum Op {
     Write(WriteOp, Precondition),
+    Txn(Vec<(WriteOp, Precondition)>),
     Compact(Revision),
 }
 
 enum Outcome {
     Write(WriteOutcome),
+    Txn(StoreResult<TxnOutcome>),
     Compact(StoreResult<()>),
 }
 
@@ -785,6 +803,10 @@ impl Writer {
                     ops.push(Op::Write(op, precondition));
                     replies.push(Reply::Write(reply));
                 }
+                Request::Txn { writes, reply } => {
+                    ops.push(Op::Txn(writes));
+                    replies.push(Reply::Txn(reply));
+                }
                 Request::Compact { revision, reply } => {
                     ops.push(Op::Compact(revision));
                     replies.push(Reply::Compact(reply));
@@ -807,6 +829,7 @@ impl Writer {
                     let error = StoreError::Backend(message.clone());
                     match reply {
                         Reply::Write(reply) => drop(reply.send(Err(error))),
+                        Reply::Txn(reply) => drop(reply.send(Err(error))),
                         Reply::Compact(reply) => drop(reply.send(Err(error))),
                     }
                 }
@@ -833,6 +856,7 @@ impl Writer {
         for (reply, outcome) in replies.into_iter().zip(applied.outcomes) {
             match (reply, outcome) {
                 (Reply::Write(reply), Outcome::Write(outcome)) => drop(reply.send(Ok(outcome))),
+                (Reply::Txn(reply), Outcome::Txn(outcome)) => drop(reply.send(outcome)),
                 (Reply::Compact(reply), Outcome::Compact(Ok(()))) => {
                     // Answered when the history below it is gone.
                     self.cleanup.get_or_insert_with(Vec::new).push(reply);
@@ -895,6 +919,21 @@ impl Writer {
                             current = result.revision;
                         }
                         outcomes.push(Outcome::Write(outcome));
+                    }
+                    Op::Txn(writes) => {
+                        let outcome = tables.apply_txn(
+                            writes,
+                            current + 1,
+                            &mut self.buf,
+                            &mut self.record,
+                            &mut events,
+                        )?;
+                        if let Ok(TxnOutcome::Committed(results)) = &outcome
+                            && let Some(last) = results.last()
+                        {
+                            current = last.revision;
+                        }
+                        outcomes.push(Outcome::Txn(outcome));
                     }
                     Op::Compact(revision) => {
                         let result = if revision <= compacted {
@@ -1172,12 +1211,7 @@ impl WriteTables<'_> {
             Some(value) => Some(decode_kv(op.key(), value.value())?),
             None => None,
         };
-        let holds = match precondition {
-            Precondition::None => true,
-            Precondition::MustNotExist | Precondition::ModRevision(0) => current.is_none(),
-            Precondition::MustExist => current.is_some(),
-            Precondition::ModRevision(r) => current.as_ref().is_some_and(|c| c.mod_revision == r),
-        };
+        let holds = precondition_holds(precondition, current.as_ref());
         let deletes_nothing = matches!(op, WriteOp::Delete { .. }) && current.is_none();
         if !holds || deletes_nothing {
             return Ok(WriteOutcome::PreconditionFailed { current });
@@ -1233,6 +1267,52 @@ impl WriteTables<'_> {
                 }))
             }
         }
+    }
+
+    /// Applies writes all or none, from `first_revision` on: every precondition is checked
+    /// against the transaction's current state before anything is written.
+    fn apply_txn(
+        &mut self,
+        writes: Vec<(WriteOp, Precondition)>,
+        first_revision: Revision,
+        buf: &mut Vec<u8>,
+        record: &mut BatchRecord,
+        events: &mut Vec<WatchEvent>,
+    ) -> StoreResult<StoreResult<TxnOutcome>> {
+        let mut keys = std::collections::HashSet::with_capacity(writes.len());
+        if !writes.iter().all(|(op, _)| keys.insert(op.key())) {
+            return Ok(Err(StoreError::Backend(
+                "a transaction writes the same key twice".into(),
+            )));
+        }
+        let mut current = Vec::with_capacity(writes.len());
+        let mut all_hold = true;
+        for (op, precondition) in &writes {
+            let found = match self.kv.get(op.key()).map_err(context("read kv"))? {
+                Some(value) => Some(decode_kv(op.key(), value.value())?),
+                None => None,
+            };
+            let holds = precondition_holds(*precondition, found.as_ref())
+                && !(matches!(op, WriteOp::Delete { .. }) && found.is_none());
+            all_hold &= holds;
+            current.push(found);
+        }
+        if !all_hold {
+            return Ok(Ok(TxnOutcome::PreconditionFailed { current }));
+        }
+        let mut results = Vec::with_capacity(writes.len());
+        for (revision, (op, precondition)) in (first_revision..).zip(writes) {
+            match self.apply_write(op, precondition, revision, buf, record, events)? {
+                WriteOutcome::Committed(result) => results.push(result),
+                // Checked above on the same transaction state, with distinct keys.
+                WriteOutcome::PreconditionFailed { .. } => {
+                    return Err(StoreError::Backend(
+                        "a transaction's precondition changed while it was applied".into(),
+                    ));
+                }
+            }
+        }
+        Ok(Ok(TxnOutcome::Committed(results)))
     }
 
     /// Records a put at `revision` in `kv`, `hist` and `log`.
@@ -1337,6 +1417,16 @@ impl WriteTables<'_> {
         }
         *compacted = (*compacted).max(batch_compacted);
         Ok(true)
+    }
+}
+
+/// Whether `precondition` holds for a key whose current state is `current`.
+fn precondition_holds(precondition: Precondition, current: Option<&KeyValue>) -> bool {
+    match precondition {
+        Precondition::None => true,
+        Precondition::MustNotExist | Precondition::ModRevision(0) => current.is_none(),
+        Precondition::MustExist => current.is_some(),
+        Precondition::ModRevision(r) => current.is_some_and(|c| c.mod_revision == r),
     }
 }
 

@@ -184,3 +184,91 @@ async fn a_path_ending_in_redb_is_the_file_itself() {
     assert!(file.is_file());
     assert_eq!(open(&file).current_revision().await.expect("revision"), 1);
 }
+
+fn put_op(key: &str, value: &str) -> finale_store::WriteOp {
+    finale_store::WriteOp::Put {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn write_all_commits_every_write_or_none_and_survives_reopen() {
+    use finale_store::{TxnOutcome, WriteOp};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = open(dir.path());
+        set(&store, "object", "v1").await;
+        let mut watch = store.watch(Vec::new()..Vec::new(), 1).await.expect("watch");
+
+        // One precondition fails: nothing is written, and every key's state is reported.
+        let refused = store
+            .write_all(vec![
+                (put_op("side", "s1"), Precondition::MustNotExist),
+                (put_op("object", "v2"), Precondition::ModRevision(7)),
+            ])
+            .await
+            .expect("write_all");
+        assert_eq!(
+            refused,
+            TxnOutcome::PreconditionFailed {
+                current: vec![None, Some(kv("object", "v1", 1, 1, 1))]
+            }
+        );
+        assert_eq!(store.get(b"side").await.expect("get"), (None, 1));
+
+        // Both hold: committed with consecutive revisions, the last one the store's.
+        let TxnOutcome::Committed(results) = store
+            .write_all(vec![
+                (put_op("side", "s1"), Precondition::MustNotExist),
+                (put_op("object", "v2"), Precondition::ModRevision(1)),
+            ])
+            .await
+            .expect("write_all")
+        else {
+            panic!("expected the transaction to commit");
+        };
+        assert_eq!(
+            results.iter().map(|r| r.revision).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        assert_eq!(store.current_revision().await.expect("revision"), 3);
+        assert_eq!(next_event(&mut watch).await.revision(), 2);
+        assert_eq!(next_event(&mut watch).await.revision(), 3);
+
+        // A delete of a missing key fails the whole transaction, as a single delete would.
+        let refused = store
+            .write_all(vec![
+                (
+                    WriteOp::Delete {
+                        key: b"missing".to_vec(),
+                    },
+                    Precondition::None,
+                ),
+                (put_op("object", "v3"), Precondition::None),
+            ])
+            .await
+            .expect("write_all");
+        assert!(matches!(refused, TxnOutcome::PreconditionFailed { .. }));
+
+        // The same key twice is refused outright.
+        let twice = store
+            .write_all(vec![
+                (put_op("object", "a"), Precondition::None),
+                (put_op("object", "b"), Precondition::None),
+            ])
+            .await;
+        assert!(matches!(twice, Err(StoreError::Backend(_))), "{twice:?}");
+        assert_eq!(store.current_revision().await.expect("revision"), 3);
+    }
+    let store = open(dir.path());
+    assert_eq!(store.current_revision().await.expect("revision"), 3);
+    assert_eq!(
+        store.get(b"side").await.expect("get").0,
+        Some(kv("side", "s1", 2, 2, 1))
+    );
+    assert_eq!(
+        store.get(b"object").await.expect("get").0,
+        Some(kv("object", "v2", 1, 3, 2))
+    );
+}

@@ -210,6 +210,11 @@ async fn openapi_v2() -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     state.metrics.set_store_health(&state.health.store.health());
+    match state.insight.figures().await {
+        Ok(figures) => state.metrics.set_deletion_figures(&figures),
+        // The other metrics are still worth serving; the deletion gauges keep their values.
+        Err(error) => tracing::warn!(%error, "cannot compute the deletion metrics"),
+    }
     match state.metrics.encode() {
         Ok(text) => (
             StatusCode::OK,

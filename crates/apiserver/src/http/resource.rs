@@ -17,8 +17,8 @@ use super::{AppState, json_response, table, watch};
 use crate::discovery;
 use crate::field_validation::{self, FieldValidation};
 use crate::registry::{
-    DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions, Written,
-    manager_from_user_agent,
+    Actor, DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions,
+    Written, manager_from_user_agent,
 };
 use crate::resources::ResourceType;
 use crate::scale;
@@ -106,6 +106,7 @@ impl Query {
                 },
             )?,
             duplicate_fields: Vec::new(),
+            actor: None,
         })
     }
 
@@ -203,6 +204,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         query: &query,
         headers: &parts.headers,
         method: &parts.method,
+        identity: parts.extensions.get::<crate::authn::Identity>(),
         subresource,
     };
     match (&parts.method, resource_path.name.as_deref()) {
@@ -423,6 +425,8 @@ struct ResourceRequest<'a> {
     query: &'a Query,
     headers: &'a HeaderMap,
     method: &'a Method,
+    /// The authenticated user (absent only in tests that bypass authentication).
+    identity: Option<&'a crate::authn::Identity>,
     subresource: Subresource,
 }
 
@@ -449,6 +453,22 @@ impl ResourceRequest<'_> {
         Ok(with_warnings(response, &written.warnings))
     }
 
+    /// Who makes this request, for finalizer provenance: the authenticated user, else (no
+    /// authentication in front) the User-Agent's product name.
+    fn actor(&self) -> Actor {
+        let user_agent = self
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let user = match self.identity {
+            Some(identity) => identity.user.clone(),
+            None => manager_from_user_agent(Some(&user_agent)),
+        };
+        Actor { user, user_agent }
+    }
+
     fn write_options(&self, body: &[u8]) -> ApiResult<WriteOptions> {
         let options_kind = match *self.method {
             Method::POST => "CreateOptions",
@@ -456,6 +476,7 @@ impl ResourceRequest<'_> {
             _ => "UpdateOptions",
         };
         let mut options = self.query.write_options(self.headers, options_kind)?;
+        options.actor = Some(self.actor());
         if options.field_validation != FieldValidation::Ignore
             && content_type(self.headers) != crate::protobuf::PROTOBUF_MEDIA_TYPE
         {
@@ -465,21 +486,32 @@ impl ResourceRequest<'_> {
     }
 
     async fn get(&self, name: &str) -> ApiResult<Response> {
-        let object = self
+        let mut object = self
             .state
             .registry
             .get(self.resource, self.namespace(), name)
             .await?;
+        self.computed_status(&mut object).await?;
         self.respond(StatusCode::OK, &object)
     }
 
     async fn list(&self) -> ApiResult<Response> {
-        let list = self
+        let mut list = self
             .state
             .registry
             .list(self.resource, self.namespace(), &self.query.list_options()?)
             .await?;
+        self.computed_status(&mut list).await?;
         self.respond(StatusCode::OK, &list)
+    }
+
+    /// A `FinalizerClaim`'s status is computed on read (see [`crate::insight::figures`]).
+    async fn computed_status(&self, object: &mut Value) -> ApiResult<()> {
+        if self.resource.group == crate::insight::GROUP && self.resource.plural == "finalizerclaims"
+        {
+            self.state.insight.with_claim_status(object).await?;
+        }
+        Ok(())
     }
 
     async fn watch(&self) -> ApiResult<Response> {
@@ -746,6 +778,7 @@ impl ResourceRequest<'_> {
                         .map(str::to_string),
                 },
                 dry_run,
+                actor: Some(self.actor()),
             });
         }
         Ok(DeleteOptions {
@@ -760,6 +793,7 @@ impl ResourceRequest<'_> {
                 Some(_) => Some(self.query.flag("orphanDependents")?),
             },
             preconditions: Preconditions::default(),
+            actor: Some(self.actor()),
             // H3: any dryRun value but All is a 422 about DeleteOptions, as from the body.
             dry_run: match self.query.get("dryRun") {
                 None | Some("") => false,

@@ -350,12 +350,23 @@ const FINALIZER_CLAIM_COLUMNS: &[Column] = &[
         "Finalizer",
         "The claimed finalizer, or a prefix ending in '/'.",
     ),
-    Column::string("Lease", "The controller's Lease, as namespace/name."),
+    Column::string(
+        "Live",
+        "Whether the controller's Lease is held and renewed within its duration (computed on read).",
+    ),
+    Column::string("Holder", "Who holds the controller's Lease."),
+    Column::new(
+        "Pending",
+        "integer",
+        "Objects being deleted that carry a finalizer the claim covers.",
+    ),
+    AGE,
+    Column::string("Lease", "The controller's Lease, as namespace/name.").wide(),
     Column::string(
         "Policy",
         "When a person may remove the finalizer in the controller's place.",
-    ),
-    AGE,
+    )
+    .wide(),
 ];
 
 const FINALIZER_REMOVAL_COLUMNS: &[Column] = &[
@@ -797,16 +808,28 @@ fn lease_cells(item: &Value, clock: &Clock) -> Vec<Value> {
 }
 
 fn finalizer_claim_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    let live = match item.pointer("/status/live").and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "Unknown",
+    };
     vec![
         name_cell(item),
         json!(text(item, "/spec/finalizer")),
+        json!(live),
+        json!(text(item, "/status/holder")),
+        json!(
+            item.pointer("/status/pending")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        ),
+        creation_age(item, clock),
         json!(format!(
             "{}/{}",
             text(item, "/spec/lease/namespace"),
             text(item, "/spec/lease/name")
         )),
         json!(text(item, "/spec/forcePolicy")),
-        creation_age(item, clock),
     ]
 }
 

@@ -55,7 +55,14 @@ impl DeletionReview {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletionReviewSpec {
+    /// The one object to review. Leave it out and give `scope` instead to list every stuck
+    /// object.
+    #[serde(default, skip_serializing_if = "TargetRef::is_unset")]
     pub target: TargetRef,
+    /// Instead of a target: list every stuck object in a namespace (or, with no namespace,
+    /// in the whole cluster) into `status.stuck`. Explain mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ReviewScope>,
     #[serde(default)]
     pub mode: ReviewMode,
     /// The most cause nodes the answer holds; what does not fit is counted ("…and N more").
@@ -85,6 +92,22 @@ pub struct TargetRef {
     pub uid: String,
 }
 
+impl TargetRef {
+    /// True for the empty target of a review that gives a `scope` instead.
+    pub fn is_unset(&self) -> bool {
+        *self == TargetRef::default()
+    }
+}
+
+/// Where a scoped review looks for stuck objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewScope {
+    /// Only objects in this namespace; empty: every namespace and cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReviewMode {
     /// Why is this object not gone yet?
@@ -109,6 +132,10 @@ pub struct DeletionReviewStatus {
     /// Plan mode: what the DELETE would do, counted exactly (the tree is in `causes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanStatus>,
+    /// A scoped review's answer: every stuck object in the scope, oldest deletion first,
+    /// each with its root cause (at most `spec.maxNodes`; the summary counts the rest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stuck: Vec<StuckObject>,
 }
 
 /// Plan mode's counts, hangs and external resources. Counts are exact even when the tree
@@ -156,6 +183,21 @@ pub struct ExternalResource {
     /// The controller is not alive: the cleanup (and the deletion) waits for it.
     #[serde(default)]
     pub will_hang: bool,
+}
+
+/// One stuck object of a scoped review.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StuckObject {
+    pub object: ObjectRef,
+    /// `Stuck` (the object's own review's verdict).
+    pub verdict: Verdict,
+    /// The root cause in one sentence: the deepest stuck cause of its first stuck branch,
+    /// naming the object it is about when that is another one.
+    pub root_cause: String,
+    /// Its `deletionTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,16 +27,23 @@
 //! - Bad input gets a 422 `Status` naming the field (a `propagationPolicy` outside Plan mode
 //!   included).
 //!
+//! - A review with a `scope` instead of a target lists every stuck object in a namespace or
+//!   the cluster (`finale explain --stuck`), from the [`terminating`] index.
+//! - A `FinalizerClaim`'s `status` is computed on GET and LIST ([`figures`]), and so are the
+//!   `finale_*` deletion metrics; both from the [`terminating`] index, never a store scan.
+//!
 //! # Caveats
-//! - Finalizer provenance and claim status are not served yet.
+//! - Claim status is not computed for watch events (they carry the stored object).
 
 pub mod api;
 pub mod claims;
+pub mod figures;
 pub mod plan;
 pub mod removal;
 pub mod review;
 pub mod runtime_config;
 pub mod snapshot;
+pub mod terminating;
 pub mod tree;
 
 use std::sync::Arc;
@@ -53,7 +60,7 @@ use crate::registry::Registry;
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 use crate::validation::FieldError;
-use api::{CauseState, DeletionReviewSpec, DeletionReviewStatus, ReviewMode, Verdict};
+use api::{CauseState, DeletionReviewSpec, DeletionReviewStatus, ReviewMode, ReviewScope, Verdict};
 use snapshot::Snapshot;
 
 /// The largest `spec.maxNodes` a review may ask for.
@@ -70,7 +77,6 @@ fn review_schema() -> Value {
             "metadata": {"type": "object"},
             "spec": {
                 "type": "object",
-                "required": ["target"],
                 "properties": {
                     "target": {
                         "type": "object",
@@ -82,6 +88,12 @@ fn review_schema() -> Value {
                             "namespace": {"type": "string"},
                             "name": {"type": "string", "minLength": 1},
                             "uid": {"type": "string"}
+                        }
+                    },
+                    "scope": {
+                        "type": "object",
+                        "properties": {
+                            "namespace": {"type": "string"}
                         }
                     },
                     "mode": {"type": "string", "enum": ["Explain", "Plan"], "default": "Explain"},
@@ -146,11 +158,37 @@ pub struct Answer {
 pub struct Insight {
     registry: Arc<Registry>,
     gc: GcView,
+    index: Arc<terminating::TerminatingIndex>,
 }
 
 impl Insight {
-    pub fn new(registry: Arc<Registry>, gc: GcView) -> Self {
-        Insight { registry, gc }
+    pub fn new(
+        registry: Arc<Registry>,
+        gc: GcView,
+        index: Arc<terminating::TerminatingIndex>,
+    ) -> Self {
+        Insight {
+            registry,
+            gc,
+            index,
+        }
+    }
+
+    /// The deletion figures for `/metrics`, from the terminating index.
+    pub async fn figures(&self) -> ApiResult<figures::Figures> {
+        figures::figures(&self.registry, &self.index).await
+    }
+
+    /// Fills in the computed `status` of a `FinalizerClaim` (or of each item of a list of
+    /// them) as read from the registry.
+    pub async fn with_claim_status(&self, object: &mut Value) -> ApiResult<()> {
+        if let Some(items) = object.get_mut("items").and_then(Value::as_array_mut) {
+            for item in items {
+                figures::claim_status(&self.registry, &self.index, item).await?;
+            }
+            return Ok(());
+        }
+        figures::claim_status(&self.registry, &self.index, object).await
     }
 
     /// POST of a `DeletionReview`: validates it, answers it, stores nothing.
@@ -167,7 +205,21 @@ impl Insight {
         }
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
-        let target_type = if errors.is_empty() {
+        let has_target = object.pointer("/spec/target").is_some();
+        let scoped = object.pointer("/spec/scope").is_some();
+        match (has_target, scoped) {
+            (true, true) => errors.push(FieldError::invalid(
+                "spec.scope",
+                "set",
+                "give either a target (one object) or a scope (list the stuck objects in it), not both",
+            )),
+            (false, false) => errors.push(FieldError::required(
+                "spec.target",
+                "give the object to review (or spec.scope to list every stuck object in a namespace or the cluster)",
+            )),
+            _ => {}
+        }
+        let target_type = if errors.is_empty() && has_target {
             self.check_target(&object, &mut errors)
         } else {
             None
@@ -193,14 +245,20 @@ impl Insight {
                 "applies to mode Plan only (what a DELETE with this policy would do)",
             )]));
         }
-        let Some(target_type) = target_type else {
-            return Err(ApiError::internal(
-                "the review's target type was not resolved",
-            ));
-        };
-        let status = match spec.mode {
-            ReviewMode::Explain => self.explain(&target_type, &spec).await?,
-            ReviewMode::Plan => self.plan(target_type, &spec).await?,
+        let status = match (&spec.scope, target_type) {
+            (Some(scope), _) => {
+                let max = spec.max_nodes.unwrap_or(api::DEFAULT_MAX_NODES) as usize;
+                self.stuck(scope, max).await?
+            }
+            (None, Some(target_type)) => match spec.mode {
+                ReviewMode::Explain => self.explain(&target_type, &spec).await?,
+                ReviewMode::Plan => self.plan(target_type, &spec).await?,
+            },
+            (None, None) => {
+                return Err(ApiError::internal(
+                    "the review's target type was not resolved",
+                ));
+            }
         };
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
@@ -359,6 +417,95 @@ impl Insight {
             spec,
         )
         .await
+    }
+
+    /// A scoped review: every stuck object in `scope`, from the terminating index, each
+    /// explained at one store revision. Objects are taken in key order (resource, namespace,
+    /// name) and listed oldest deletion first; at most `max` are listed.
+    async fn stuck(&self, scope: &ReviewScope, max: usize) -> ApiResult<DeletionReviewStatus> {
+        let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        let now = chrono::Utc::now();
+        let catalog = self.registry.catalog();
+        let mut explainer = review::Explainer::new(catalog, &snapshot, &self.gc, now).await?;
+        let mut stuck = Vec::new();
+        let mut deleting = 0usize;
+        for entry in self.index.all() {
+            if !scope.namespace.is_empty() && entry.namespace != scope.namespace {
+                continue;
+            }
+            let Some(resource) = catalog.lookup_resource(&entry.group, &entry.resource) else {
+                continue;
+            };
+            let namespace = Some(entry.namespace.as_str()).filter(|n| !n.is_empty());
+            // The index may be a moment behind: the snapshot decides.
+            let Some(object) = snapshot.get(&resource, namespace, &entry.name).await? else {
+                continue;
+            };
+            if !object::is_terminating(&object) {
+                continue;
+            }
+            deleting += 1;
+            let causes = explainer.explain_object(&resource, &object, 0).await?;
+            let Some(leaf) = review::leading_leaf(&causes, CauseState::Stuck) else {
+                continue;
+            };
+            let this = review::object_ref(&resource, &object);
+            let about = match &leaf.object {
+                Some(o) if o.uid != this.uid => format!("{}: ", o.display()),
+                _ => String::new(),
+            };
+            let first_sentence = leaf.message.split(": ").next().unwrap_or(&leaf.message);
+            stuck.push(api::StuckObject {
+                object: this,
+                verdict: Verdict::Stuck,
+                root_cause: format!("{about}{first_sentence}"),
+                since: object::meta_str(&object, "deletionTimestamp").map(str::to_string),
+            });
+        }
+        stuck.sort_by(|a, b| (&a.since, &a.object).cmp(&(&b.since, &b.object)));
+        let found = stuck.len();
+        stuck.truncate(max);
+        let place = if scope.namespace.is_empty() {
+            "in the cluster".to_string()
+        } else {
+            format!("in namespace {}", scope.namespace)
+        };
+        let (verdict, summary) = match (found, deleting) {
+            (0, 0) => (
+                Verdict::NotDeleting,
+                format!("nothing is being deleted {place}"),
+            ),
+            (0, _) => (
+                Verdict::Progressing,
+                format!(
+                    "{deleting} {} being deleted {place}, and none is stuck",
+                    if deleting == 1 {
+                        "object is"
+                    } else {
+                        "objects are"
+                    }
+                ),
+            ),
+            _ => {
+                let mut summary = format!(
+                    "{found} of {deleting} {} being deleted {place} {} stuck",
+                    if deleting == 1 { "object" } else { "objects" },
+                    if found == 1 { "is" } else { "are" }
+                );
+                if found > stuck.len() {
+                    summary.push_str(&format!(" (the {} oldest are listed)", stuck.len()));
+                }
+                (Verdict::Stuck, summary)
+            }
+        };
+        Ok(DeletionReviewStatus {
+            verdict,
+            resource_version: snapshot.revision().to_string(),
+            summary,
+            causes: Vec::new(),
+            stuck,
+            plan: None,
+        })
     }
 
     /// Explain mode, at the store's latest revision.

@@ -17,6 +17,10 @@
 //! - `NamespaceContent`: a terminating namespace's remaining objects, counted per resource
 //!   and grouped by what holds them.
 //!
+//! A finalizer's node (`Finalizer`, `OrphanFinalizer`, `ForegroundFinalizer`) carries who
+//! added it and when, from the registry's provenance record, as evidence `addedBy`,
+//! `addedAt` and `addedByUserAgent`.
+//!
 //! A node's state is the worst of its own and its children's; the review's verdict is
 //! `Stuck` when any cause is stuck.
 //!
@@ -197,8 +201,9 @@ impl<'a> Explainer<'a> {
                     }
                 }
             }
+            let origins = self.snapshot.finalizer_provenance(resource, object).await?;
             for finalizer in object::finalizers(object) {
-                let cause = match finalizer.as_str() {
+                let mut cause = match finalizer.as_str() {
                     ORPHAN_FINALIZER => self.orphan(resource, &this, since.clone()),
                     FOREGROUND_FINALIZER => {
                         self.foreground(resource, &this, since.clone(), depth)
@@ -209,6 +214,13 @@ impl<'a> Explainer<'a> {
                             .await?
                     }
                 };
+                if let Some(origin) = origins.get(&finalizer) {
+                    evidence(&mut cause, "addedBy", origin.user.clone());
+                    evidence(&mut cause, "addedAt", origin.added_at.clone());
+                    if !origin.user_agent.is_empty() {
+                        evidence(&mut cause, "addedByUserAgent", origin.user_agent.clone());
+                    }
+                }
                 causes.push(cause);
             }
             self.on_path.remove(&uid);
@@ -768,6 +780,9 @@ impl<'a> Explainer<'a> {
                 "gcLastError",
                 "gcWork",
                 "owner",
+                "addedBy",
+                "addedAt",
+                "addedByUserAgent",
             ] {
                 group.evidence.remove(object_specific);
             }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use finale_store::{RangeRequest, Revision, Store, prefix_range};
 use serde_json::Value;
 
+use crate::registry::provenance::{self, FinalizerOrigin};
 use crate::registry::{served, set_resource_version};
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
@@ -98,6 +99,39 @@ impl Snapshot {
             ))),
             None => Ok(None),
         }
+    }
+
+    /// Who added `object`'s finalizers, and when, as recorded at this revision (see
+    /// [`crate::registry::provenance`]); empty when nothing is recorded.
+    pub async fn finalizer_provenance(
+        &self,
+        resource: &ResourceType,
+        object: &Value,
+    ) -> ApiResult<BTreeMap<String, FinalizerOrigin>> {
+        let namespace =
+            crate::object::meta_str(object, "namespace").filter(|_| resource.namespaced);
+        let object_key = resource.object_key(namespace, crate::object::name(object));
+        let key = provenance::side_key(&object_key).into_bytes();
+        let mut end = key.clone();
+        end.push(0);
+        // A client-side copy has no side keys: the server keeps them out of the API.
+        let Source::Store(store) = &self.source else {
+            return Ok(BTreeMap::new());
+        };
+        let response = store
+            .range(RangeRequest {
+                range: key..end,
+                limit: 1,
+                revision: self.revision,
+            })
+            .await?;
+        Ok(response
+            .kvs
+            .first()
+            .and_then(|kv| provenance::decode(&kv.value))
+            .filter(|record| record.uid == crate::object::uid(object))
+            .map(|record| record.finalizers)
+            .unwrap_or_default())
     }
 
     /// Every object of `resource` (in `namespace`, when given and the kind is namespaced).

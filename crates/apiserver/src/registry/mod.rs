@@ -12,15 +12,18 @@ use std::sync::Arc;
 
 use base64::Engine;
 use finale_store::{
-    KeyValue, Precondition, RangeRequest, Revision, Store, WriteOp, WriteOutcome, prefix_range,
+    KeyValue, Precondition, RangeRequest, Revision, Store, TxnOutcome, WriteOp, WriteOutcome,
+    prefix_range,
 };
 use futures::StreamExt;
 use rand::Rng;
 use serde_json::{Value, json};
 
 mod admit;
+pub mod provenance;
 
 pub use admit::manager_from_user_agent;
+pub use provenance::Actor;
 
 use crate::deletion::{self, Graceful};
 use crate::field_validation::FieldValidation;
@@ -75,6 +78,8 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Duplicate keys the request body had (found by the decoder, which keeps one of each).
     pub duplicate_fields: Vec<String>,
+    /// Who makes the write, for finalizer provenance; None is the server itself.
+    pub actor: Option<Actor>,
 }
 
 /// A successful create or update.
@@ -101,6 +106,9 @@ pub struct DeleteOptions {
     pub orphan_dependents: Option<bool>,
     pub preconditions: Preconditions,
     pub dry_run: bool,
+    /// Who deletes, for the provenance of the `orphan`/`foregroundDeletion` finalizers a
+    /// delete adds; None is the server itself.
+    pub actor: Option<Actor>,
 }
 
 /// The body formats of PATCH (api-surface §6.4), server-side apply aside.
@@ -284,6 +292,91 @@ impl Registry {
             }
         }
         Ok(())
+    }
+
+    // ----- finalizer provenance -------------------------------------------------------------
+
+    /// Writes one object change, together with its finalizer provenance record when the
+    /// change adds or removes a finalizer ([`provenance`]): both in one store transaction, or
+    /// the plain write when the finalizers did not change. `before` and `after` are the object
+    /// before and after (None: absent). The outcome is the object write's; a conflict on the
+    /// record alone reports the object as it is, so the caller's retry re-reads both.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit(
+        &self,
+        key: &str,
+        op: WriteOp,
+        precondition: Precondition,
+        before: Option<&Value>,
+        after: Option<&Value>,
+        actor: Option<&Actor>,
+    ) -> ApiResult<WriteOutcome> {
+        if provenance::finalizer_set(before) == provenance::finalizer_set(after) {
+            return Ok(self.store.write(op, precondition).await?);
+        }
+        let side_key = provenance::side_key(key);
+        let (side, _) = self.store.get(side_key.as_bytes()).await?;
+        let previous = side.as_ref().and_then(|kv| provenance::decode(&kv.value));
+        let server = Actor {
+            user: provenance::IN_PROCESS_USER.to_string(),
+            user_agent: String::new(),
+        };
+        let record = provenance::next(
+            previous.as_ref(),
+            before,
+            after,
+            actor.unwrap_or(&server),
+            &object::now(),
+        );
+        let side_precondition =
+            Precondition::ModRevision(side.as_ref().map_or(0, |kv| kv.mod_revision));
+        let side_op = match (record, &side) {
+            (Some(record), _) => WriteOp::Put {
+                key: side_key.into_bytes(),
+                value: serde_json::to_vec(&record).map_err(|e| {
+                    ApiError::internal(format!("cannot encode a finalizer provenance record: {e}"))
+                })?,
+            },
+            (None, Some(_)) => WriteOp::Delete {
+                key: side_key.into_bytes(),
+            },
+            (None, None) => return Ok(self.store.write(op, precondition).await?),
+        };
+        // The record first, so the object's revision is the transaction's last: a read at the
+        // store's revision right after sees the object at exactly that revision.
+        match self
+            .store
+            .write_all(vec![(side_op, side_precondition), (op, precondition)])
+            .await?
+        {
+            TxnOutcome::Committed(mut results) => match results.pop() {
+                Some(result) => Ok(WriteOutcome::Committed(result)),
+                None => Err(ApiError::internal(
+                    "the store committed a transaction without results",
+                )),
+            },
+            TxnOutcome::PreconditionFailed { mut current } => {
+                Ok(WriteOutcome::PreconditionFailed {
+                    current: current.pop().flatten(),
+                })
+            }
+        }
+    }
+
+    /// The finalizer provenance record of the object stored at `object_key`, at the latest
+    /// revision; None when it has none (or the record is of another incarnation).
+    pub async fn finalizer_provenance(
+        &self,
+        object_key: &str,
+        uid: &str,
+    ) -> ApiResult<Option<provenance::Provenance>> {
+        let (side, _) = self
+            .store
+            .get(provenance::side_key(object_key).as_bytes())
+            .await?;
+        Ok(side
+            .and_then(|kv| provenance::decode(&kv.value))
+            .filter(|record| record.uid == uid))
     }
 
     // ----- reads -------------------------------------------------------------------------
@@ -662,13 +755,16 @@ impl Registry {
                 }
             } else {
                 match self
-                    .store
-                    .write(
+                    .commit(
+                        &key,
                         WriteOp::Put {
-                            key: key.into_bytes(),
+                            key: key.clone().into_bytes(),
                             value: bytes,
                         },
                         Precondition::MustNotExist,
+                        None,
+                        Some(&object),
+                        options.actor.as_ref(),
                     )
                     .await?
                 {
@@ -858,12 +954,15 @@ impl Registry {
                     return Ok(done);
                 }
                 match self
-                    .store
-                    .write(
+                    .commit(
+                        &key,
                         WriteOp::Delete {
                             key: key.clone().into_bytes(),
                         },
                         Precondition::ModRevision(kv.mod_revision),
+                        Some(&current),
+                        None,
+                        options.actor.as_ref(),
                     )
                     .await?
                 {
@@ -904,13 +1003,16 @@ impl Registry {
                 });
             }
             match self
-                .store
-                .write(
+                .commit(
+                    &key,
                     WriteOp::Put {
                         key: key.clone().into_bytes(),
                         value: encode(&candidate)?,
                     },
                     Precondition::ModRevision(kv.mod_revision),
+                    Some(&current),
+                    Some(&candidate),
+                    options.actor.as_ref(),
                 )
                 .await?
             {
@@ -1155,13 +1257,16 @@ impl Registry {
                 // D6: the mark-terminating (or grace-shortening, or GC-finalizer) update.
                 if !options.dry_run {
                     match self
-                        .store
-                        .write(
+                        .commit(
+                            &key,
                             WriteOp::Put {
                                 key: key.clone().into_bytes(),
                                 value: encode(&updated)?,
                             },
                             Precondition::ModRevision(kv.mod_revision),
+                            Some(&stored),
+                            Some(&updated),
+                            options.actor.as_ref(),
                         )
                         .await?
                     {
@@ -1204,12 +1309,15 @@ impl Registry {
             // D10: conditional on the revision observed (D8: rebased onto our own update);
             // the deleted object carries the revision of the delete.
             match self
-                .store
-                .write(
+                .commit(
+                    &key,
                     WriteOp::Delete {
                         key: key.clone().into_bytes(),
                     },
                     Precondition::ModRevision(revision),
+                    Some(&last),
+                    None,
+                    options.actor.as_ref(),
                 )
                 .await?
             {

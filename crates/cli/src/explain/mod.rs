@@ -8,6 +8,11 @@
 //! 0 `Gone` or `NotDeleting`; 2 `Progressing`; 3 `Stuck`; 1 an error (nothing usable was
 //! answered; the message says why on stderr).
 //!
+//! # `--stuck`
+//! `finale explain --stuck [-n NS | -A]` creates one `DeletionReview` with a `scope` instead
+//! of a target: the server lists every stuck object from its index of objects being deleted,
+//! and each is printed on one line with its root cause. Exit 3 when any is stuck, else 0.
+//!
 //! # Watching
 //! `--watch` asks again every 2 s and whenever the target changes (a watch on it), redrawing
 //! the answer, until the verdict is `Gone`. `--timeout` bounds that; it has no default, since
@@ -48,13 +53,20 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 pub struct ExplainArgs {
     /// What to explain: `TYPE/NAME`, or `TYPE NAME`. TYPE is any name kubectl accepts: plural,
     /// singular, short name or kind, optionally `.group` or `.version.group`.
-    #[arg(value_name = "TYPE[/NAME]")]
-    target: String,
+    #[arg(value_name = "TYPE[/NAME]", required_unless_present = "stuck")]
+    target: Option<String>,
     /// The object's name, when not given as `TYPE/NAME`.
     #[arg(value_name = "NAME")]
     name: Option<String>,
     #[command(flatten)]
     cluster: ClusterArgs,
+    /// List every stuck object (in the namespace, or with `-A` in the whole cluster), one line
+    /// each with its root cause, from the server's index. Exit 3 when any is stuck, else 0.
+    #[arg(long, conflicts_with_all = ["target", "name", "watch"])]
+    stuck: bool,
+    /// With `--stuck`: every namespace, and cluster-scoped objects.
+    #[arg(short = 'A', long, requires = "stuck", conflicts_with = "namespace")]
+    all_namespaces: bool,
     /// Print the review's `status` as `json` or `yaml` instead of the tree.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     output: Option<OutputFormat>,
@@ -124,8 +136,14 @@ impl Answerer {
 
 /// Runs the command; errors are returned for `main` to print (exit 1).
 pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    if args.stuck {
+        return run_stuck(args).await;
+    }
     let session = Session::connect(&args.cluster).await?;
-    let target = session.target(&args.target, args.name.as_deref())?;
+    let target = session.target(
+        args.target.as_deref().unwrap_or_default(),
+        args.name.as_deref(),
+    )?;
     let review = DeletionReview::new(DeletionReviewSpec {
         target: target.target_ref(),
         ..DeletionReviewSpec::default()
@@ -176,6 +194,45 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         unreachable!("checked above");
     };
     watch(reviews, &review, &printer, target_changes, deadline).await
+}
+
+/// `--stuck`: one scoped `DeletionReview`, its stuck objects printed one per line.
+async fn run_stuck(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let session = Session::connect(&args.cluster).await?;
+    if !session.serves_insight() {
+        bail!(
+            "the server at {} does not serve {} (DeletionReview), so it cannot list stuck objects from its index; \
+             `finale explain TYPE/NAME` still explains one object at a time on any cluster",
+            session.cluster,
+            insight::API_VERSION
+        );
+    }
+    let namespace = if args.all_namespaces {
+        String::new()
+    } else {
+        args.cluster
+            .namespace
+            .clone()
+            .unwrap_or_else(|| session.default_namespace.clone())
+    };
+    let review = DeletionReview::new(DeletionReviewSpec {
+        scope: Some(insight::ReviewScope { namespace }),
+        ..DeletionReviewSpec::default()
+    });
+    let printer = Printer {
+        format: args.output,
+        colour: args.color.enabled(),
+        clear_screen: false,
+        computed_by_client: false,
+    };
+    let reviews = Api::<DeletionReview>::all(session.clients.requests.clone());
+    let status = ask(&reviews, &review).await?;
+    printer.print(&status, None)?;
+    Ok(ExitCode::from(if status.verdict == Verdict::Stuck {
+        3
+    } else {
+        0
+    }))
 }
 
 /// Creates the review and returns its answer.

@@ -1,6 +1,7 @@
 //! Drawing a `DeletionReview` answer for a person: the verdict on the first line, then the
 //! cause tree (`├─ └─ │`), each node as `Kind/name  message  (since 3m ago)` with its evidence
-//! indented beneath it, then what to do next.
+//! indented beneath it (a finalizer's provenance as "added by USER 3h ago (USER-AGENT)"), then
+//! what to do next.
 //!
 //! # Guarantees
 //! - Without colour the text is plain: no escape codes at all (safe to pipe and to compare).
@@ -11,7 +12,9 @@ use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
 use chrono::{DateTime, Utc};
-use finale_apiserver::insight::api::{CauseNode, CauseState, DeletionReviewStatus, Verdict};
+use finale_apiserver::insight::api::{
+    CauseNode, CauseState, DeletionReviewStatus, StuckObject, Verdict,
+};
 
 /// The verdict's name, as the API spells it.
 pub fn verdict_name(verdict: Verdict) -> &'static str {
@@ -60,6 +63,10 @@ pub fn render(status: &DeletionReviewStatus, now: DateTime<Utc>, colour: bool) -
         colour,
     );
     let _ = writeln!(out, "{verdict}: {}", status.summary);
+    if !status.stuck.is_empty() {
+        out.push('\n');
+        out.push_str(&stuck_table(&status.stuck, now, colour));
+    }
     if status.causes.is_empty() {
         return out;
     }
@@ -74,6 +81,64 @@ pub fn render(status: &DeletionReviewStatus, now: DateTime<Utc>, colour: bool) -
     }
     out
 }
+
+/// A scoped review's stuck objects, one line each, in aligned columns as `kubectl get`
+/// prints them: NAMESPACE, OBJECT (`Kind/name`), VERDICT, DELETING (since when), ROOT CAUSE.
+fn stuck_table(stuck: &[StuckObject], now: DateTime<Utc>, colour: bool) -> String {
+    let header = ["NAMESPACE", "OBJECT", "VERDICT", "DELETING", "ROOT CAUSE"];
+    let rows: Vec<[String; 5]> = stuck
+        .iter()
+        .map(|item| {
+            let deleting = item
+                .since
+                .as_deref()
+                .map(|since| age(since, now).trim_end_matches(" ago").to_string())
+                .unwrap_or_default();
+            [
+                item.object.namespace.clone(),
+                format!("{}/{}", item.object.kind, item.object.name),
+                verdict_name(item.verdict).to_string(),
+                deleting,
+                item.root_cause.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: [&str; 5], style: Option<Style>| {
+        let mut text = String::new();
+        for (index, cell) in cells.iter().enumerate() {
+            if index + 1 == cells.len() {
+                text.push_str(cell);
+            } else if index == 2
+                && let Some(style) = style
+            {
+                let padding = " ".repeat(widths[index] - cell.chars().count() + 3);
+                text.push_str(&paint(cell, style, colour));
+                text.push_str(&padding);
+            } else {
+                text.push_str(&format!("{cell:<width$}   ", width = widths[index]));
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(header, None);
+    for (row, item) in rows.iter().zip(stuck) {
+        line(
+            [&row[0], &row[1], &row[2], &row[3], &row[4]],
+            Some(verdict_style(item.verdict)),
+        );
+    }
+    out
+}
+
+/// The evidence of a finalizer's provenance, drawn as one "added by USER 3h ago" line.
+const PROVENANCE_KEYS: [&str; 3] = ["addedBy", "addedAt", "addedByUserAgent"];
 
 /// Draws `node` after `first` (its own branch) and its evidence and children after `rest`
 /// (the continuation of its parent's branches).
@@ -99,7 +164,23 @@ fn draw(
     let mut children: Vec<&CauseNode> = node.children.iter().collect();
     children.sort_by_key(|child| std::cmp::Reverse(child.state));
     let evidence_indent = if children.is_empty() { "   " } else { "│  " };
+    if let Some(user) = node.evidence.get("addedBy") {
+        let when = node
+            .evidence
+            .get("addedAt")
+            .map(|at| format!(" {}", age(at, now)))
+            .unwrap_or_default();
+        let agent = node
+            .evidence
+            .get("addedByUserAgent")
+            .map(|agent| format!(" ({agent})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{rest}{evidence_indent}  added by {user}{when}{agent}");
+    }
     for (key, value) in &node.evidence {
+        if PROVENANCE_KEYS.contains(&key.as_str()) {
+            continue;
+        }
         let _ = writeln!(out, "{rest}{evidence_indent}  {key}: {value}");
     }
     for (index, child) in children.iter().enumerate() {
@@ -208,7 +289,7 @@ mod tests {
             resource_version: "7".into(),
             summary: "Namespace shop is stuck".into(),
             causes: vec![root],
-            plan: None,
+            ..DeletionReviewStatus::default()
         };
         let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
             .expect("time")
@@ -229,6 +310,39 @@ mod tests {
         assert!(!text.contains('\u{1b}'), "no escape codes without colour");
         let coloured = render(&status, now, true);
         assert!(coloured.starts_with("\u{1b}["), "{coloured:?}");
+    }
+
+    #[test]
+    fn a_finalizers_provenance_is_one_line() {
+        let mut held = node("ConfigMap", "held", CauseState::Stuck, "held by x");
+        for (key, value) in [
+            ("finalizer", "example.com/x"),
+            ("addedBy", "system:serviceaccount:db:database-operator"),
+            ("addedAt", "2026-11-24T05:00:00Z"),
+            ("addedByUserAgent", "kubectl/v1.33.0"),
+        ] {
+            held.evidence.insert(key.into(), value.into());
+        }
+        let status = DeletionReviewStatus {
+            verdict: Verdict::Stuck,
+            resource_version: "7".into(),
+            summary: "ConfigMap default/held is stuck".into(),
+            causes: vec![held],
+            ..DeletionReviewStatus::default()
+        };
+        let now = DateTime::parse_from_rfc3339("2026-11-24T08:03:10Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        assert_eq!(
+            render(&status, now, false),
+            "Stuck: ConfigMap default/held is stuck\n\
+             \n\
+             ConfigMap/held  held by x  (since 3m ago)\n     \
+             added by system:serviceaccount:db:database-operator 3h ago (kubectl/v1.33.0)\n     \
+             finalizer: example.com/x\n\
+             \n\
+             Next: ConfigMap default/held: held by x\n"
+        );
     }
 
     #[test]

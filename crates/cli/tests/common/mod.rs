@@ -7,6 +7,7 @@
 // Each suite uses a different subset of these helpers.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -352,3 +353,42 @@ pub async fn postgres_names(url: &str, query: &str) -> std::collections::BTreeSe
 /// The databases on a PostgreSQL server, templates and `postgres` aside.
 pub const USER_DATABASES: &str =
     "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres'";
+
+/// Events of one raw watch (`path` must already hold a `?`), from `from`, as (resourceVersion, type, object), read until `done` says so.
+pub fn watch_until(
+    server: &FinaleServer,
+    path: &str,
+    from: i64,
+    mut done: impl FnMut(&str, &Value) -> bool,
+) -> Vec<(i64, String, Value)> {
+    let ca = reqwest::Certificate::from_pem(server.ca_pem().expect("CA").as_bytes())
+        .expect("CA certificate");
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let url = format!(
+        "{}{path}&watch=1&resourceVersion={from}&timeoutSeconds=25",
+        server.url
+    );
+    let response = client
+        .get(url)
+        .bearer_auth(server.token().expect("token"))
+        .send()
+        .expect("watch");
+    assert_eq!(response.status().as_u16(), 200, "watch {path}");
+    let mut events = Vec::new();
+    for line in BufReader::new(response).lines() {
+        let Ok(line) = line else { break };
+        let event: Value = serde_json::from_str(&line).expect("watch event JSON");
+        let kind = event["type"].as_str().unwrap_or("").to_string();
+        let object = event["object"].clone();
+        let stop = done(&kind, &object);
+        events.push((resource_version(&object), kind, object));
+        if stop {
+            break;
+        }
+    }
+    events
+}

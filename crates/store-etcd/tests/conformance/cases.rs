@@ -568,3 +568,91 @@ pub async fn large_values_and_responses(f: Fixture) {
         assert_eq!(event.kv.value.len(), value.len());
     }
 }
+
+/// `write_all`: several keys, all or none. The embedded engine gives each write its own
+/// revision and etcd one shared revision; both keep the order and end at the store's
+/// revision.
+pub async fn write_all_commits_every_write_or_none(f: Fixture) {
+    use finale_store::{TxnOutcome, WriteOp};
+    let store = &*f.store;
+    let put = |key: &str, value: &str| WriteOp::Put {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+    };
+    let object = set(store, "object", "v1").await;
+
+    let refused = store
+        .write_all(vec![
+            (put("side", "s1"), Precondition::MustNotExist),
+            (
+                put("object", "v2"),
+                Precondition::ModRevision(object.revision + 100),
+            ),
+        ])
+        .await
+        .expect("write_all");
+    let TxnOutcome::PreconditionFailed { current } = refused else {
+        panic!("a failed precondition must refuse the whole transaction");
+    };
+    assert_eq!(current.len(), 2);
+    assert_eq!(current[0], None);
+    assert_eq!(
+        current[1].as_ref().map(|kv| kv.value.clone()),
+        Some(b"v1".to_vec())
+    );
+    assert_eq!(store.get(b"side").await.expect("get").0, None);
+
+    let TxnOutcome::Committed(results) = store
+        .write_all(vec![
+            (put("side", "s1"), Precondition::MustNotExist),
+            (
+                put("object", "v2"),
+                Precondition::ModRevision(object.revision),
+            ),
+        ])
+        .await
+        .expect("write_all")
+    else {
+        panic!("both preconditions hold: the transaction commits");
+    };
+    assert_eq!(results.len(), 2);
+    assert!(results[0].revision > object.revision);
+    assert!(results[1].revision >= results[0].revision);
+    assert_eq!(
+        store.current_revision().await.expect("revision"),
+        results[1].revision
+    );
+    assert_eq!(
+        results[1].previous.as_ref().map(|kv| kv.value.clone()),
+        Some(b"v1".to_vec())
+    );
+    let (side, _) = store.get(b"side").await.expect("get");
+    assert_eq!(side.map(|kv| kv.value), Some(b"s1".to_vec()));
+
+    // A delete of a missing key fails the whole transaction, as a single delete would.
+    let before = store.current_revision().await.expect("revision");
+    let refused = store
+        .write_all(vec![
+            (
+                WriteOp::Delete {
+                    key: b"missing".to_vec(),
+                },
+                Precondition::None,
+            ),
+            (put("object", "v3"), Precondition::None),
+        ])
+        .await
+        .expect("write_all");
+    assert!(matches!(refused, TxnOutcome::PreconditionFailed { .. }));
+    assert_eq!(store.current_revision().await.expect("revision"), before);
+
+    // One key twice is refused outright, and nothing is written.
+    let twice = store
+        .write_all(vec![
+            (put("object", "a"), Precondition::None),
+            (put("object", "b"), Precondition::None),
+        ])
+        .await;
+    assert!(matches!(twice, Err(StoreError::Backend(_))), "{twice:?}");
+    assert_eq!(store.current_revision().await.expect("revision"), before);
+}

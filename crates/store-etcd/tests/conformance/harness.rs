@@ -132,6 +132,12 @@ impl Store for NoStore {
     async fn write(&self, _: WriteOp, _: Precondition) -> finale_store::StoreResult<WriteOutcome> {
         Err(StoreError::Closed)
     }
+    async fn write_all(
+        &self,
+        _: Vec<(WriteOp, Precondition)>,
+    ) -> finale_store::StoreResult<finale_store::TxnOutcome> {
+        Err(StoreError::Closed)
+    }
     async fn watch(
         &self,
         _: std::ops::Range<Vec<u8>>,

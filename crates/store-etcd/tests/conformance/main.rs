@@ -55,4 +55,5 @@ conformance!(
     concurrent_creates_have_one_winner,
     data_survives_reopen,
     large_values_and_responses,
+    write_all_commits_every_write_or_none,
 );

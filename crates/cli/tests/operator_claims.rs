@@ -1,0 +1,89 @@
+//! `finale server --with-operators`: the bundled Database and Tenant operators declare their
+//! finalizers as `FinalizerClaim`s through the toolkit, and the server reads them as live
+//! (their leader Leases are held and renewed), as kubectl shows them.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::binary;
+use finale_e2e::{FinaleServer, Kubectl};
+use serde_json::Value;
+
+#[test]
+fn with_operators_the_database_and_tenant_claims_are_present_and_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FinaleServer::start_with(
+        binary(),
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--with-operators", "--operator-metrics-addr", "127.0.0.1:0"],
+    )
+    .expect("start the server");
+    let kubectl = Kubectl::new(&server.kubeconfig).expect("kubectl fixture");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let claims = loop {
+        let text = kubectl
+            .ok(&["get", "finalizerclaims", "-o", "json"])
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", server.log_tail(40)));
+        let list: Value = serde_json::from_str(&text).expect("a JSON list");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let live_of = |controller: &str| {
+            items.iter().any(|claim| {
+                claim["spec"]["controller"] == controller && claim["status"]["live"] == true
+            })
+        };
+        if live_of("finale-database-operator") && live_of("finale-tenant-operator") {
+            break items;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the operators' claims never read live: {list:#}\n{}",
+            server.log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Every claim of the two operators is live, held through its own Lease.
+    for claim in &claims {
+        let controller = claim["spec"]["controller"].as_str().unwrap_or_default();
+        assert!(
+            ["finale-database-operator", "finale-tenant-operator"].contains(&controller),
+            "{claim:#}"
+        );
+        assert_eq!(claim["status"]["live"], true, "{claim:#}");
+        assert_eq!(
+            claim["spec"]["lease"]["name"], controller,
+            "held through its own leader Lease: {claim:#}"
+        );
+        assert!(claim["status"]["holder"].is_string(), "{claim:#}");
+    }
+    // The Database operator claims its own finalizer on databases.
+    assert!(
+        claims
+            .iter()
+            .any(|c| c["spec"]["finalizer"] == "finale.dev/database"
+                && c["spec"]["resources"][0]["resource"] == "databases"),
+        "{claims:#?}"
+    );
+    // kubectl get shows them live.
+    let table = kubectl
+        .ok(&["get", "finalizerclaims"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "FINALIZER", "LIVE", "HOLDER", "PENDING", "AGE"]
+    );
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|row| row.split_whitespace().nth(2) == Some("True")),
+        "{table}"
+    );
+}
