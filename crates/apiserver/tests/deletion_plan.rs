@@ -60,6 +60,9 @@ async fn create_namespace(http: &Http, name: &str) -> Value {
 
 /// POSTs a Plan review and returns its `status`.
 async fn plan(http: &Http, target: Value, policy: Option<&str>, max_nodes: u32) -> Value {
+    // Plan follows the collector's ownership graph, which may be a moment behind the writes
+    // just made: wait until it has seen them (a sentinel it collects comes after them).
+    http.collector_caught_up("default").await;
     let mut spec = json!({"target": target, "mode": "Plan", "maxNodes": max_nodes});
     if let Some(policy) = policy {
         spec["propagationPolicy"] = json!(policy);
