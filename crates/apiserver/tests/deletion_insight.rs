@@ -1427,3 +1427,56 @@ async fn adding_an_unclaimed_finalizer_warns() {
     reply.expect(201);
     server.shutdown().await;
 }
+
+/// A live controller that keeps failing says why in its object's `status.deletion` (the
+/// operator toolkit's convention); explain carries that as the finalizer's evidence, so
+/// "Progressing" comes with the reason it has not finished yet.
+#[tokio::test]
+async fn a_live_controllers_reported_error_is_evidence() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let mut crd = widget_crd(&[]);
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] =
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    http.post(WIDGETS_CRD, &crd).await.expect(201);
+    wait_for(
+        &http,
+        &format!("{WIDGETS_CRD}/widgets.example.com"),
+        |crd| {
+            crd["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            })
+        },
+    )
+    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    // Given a Widget whose controller reports a failing cleanup step,
+    http.post(
+        widgets,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "finalizers": ["example.com/cleanup", "example.com/other"]},
+            "spec": {},
+            "status": {"deletion": {"step": "example.com/cleanup", "attempts": 3,
+                "lastError": "connection refused", "nextRetry": "2026-11-24T12:00:00Z"}}}),
+    )
+    .await
+    .expect(201);
+    // when it is deleted and explained,
+    http.delete(&format!("{widgets}/w")).await.expect(200);
+    let status = explain(&http, target("example.com/v1", "Widget", "default", "w")).await;
+    // then the step's finalizer carries the report, and only that one.
+    let causes = status["causes"].as_array().expect("causes");
+    let of = |finalizer: &str| {
+        causes
+            .iter()
+            .find(|c| c["evidence"]["finalizer"] == finalizer)
+            .unwrap_or_else(|| panic!("no cause for {finalizer}: {status:#}"))
+    };
+    let failing = &of("example.com/cleanup")["evidence"];
+    assert_eq!(failing["lastError"], "connection refused", "{status:#}");
+    assert_eq!(failing["attempts"], "3");
+    assert_eq!(failing["nextRetry"], "2026-11-24T12:00:00Z");
+    assert!(of("example.com/other")["evidence"]["lastError"].is_null());
+    server.shutdown().await;
+}

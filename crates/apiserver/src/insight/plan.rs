@@ -6,7 +6,9 @@
 //! It works in two steps:
 //!
 //! 1. **Reach.** The target, its dependents followed transitively through the collector's
-//!    index (each re-read at the snapshot, its reference re-checked), a namespace's content
+//!    index (each re-read at the snapshot, its reference re-checked; when an owner has more
+//!    than 64 dependents of one type in one namespace, their collection is read once, whole,
+//!    instead of one read each), a namespace's content
 //!    (one range read per resource in that namespace), and every owner those objects name
 //!    outside that set (one read each), so a dependent's other owners can be judged.
 //! 2. **Replay.** The collector's and the namespace controller's rules run over that small
@@ -581,7 +583,15 @@ pub struct Planner<'a> {
     explainer: Explainer<'a>,
     nodes: Vec<Node>,
     index: HashMap<String, usize>,
+    /// Collections read whole at the snapshot (storage prefix, namespace) → objects by name:
+    /// an owner with many dependents of one type in one namespace costs one range read
+    /// instead of one read per dependent.
+    listed: HashMap<(String, String), HashMap<String, Value>>,
 }
+
+/// Dependents of one owner, of one type in one namespace, above which their collection is
+/// read whole rather than one object at a time.
+const LIST_THRESHOLD: usize = 64;
 
 impl<'a> Planner<'a> {
     pub async fn new(
@@ -597,7 +607,42 @@ impl<'a> Planner<'a> {
             explainer: Explainer::new(catalog, snapshot, gc, now).await?,
             nodes: Vec::new(),
             index: HashMap::new(),
+            listed: HashMap::new(),
         })
+    }
+
+    /// A dependent at the snapshot: from its collection, read whole once, when `batch` says
+    /// many are wanted; else by itself.
+    async fn read_dependent(
+        &mut self,
+        resource: &Arc<ResourceType>,
+        namespace: Option<&str>,
+        name: &str,
+        batch: bool,
+    ) -> ApiResult<Option<Value>> {
+        if !batch {
+            return self.snapshot.get(resource, namespace, name).await;
+        }
+        let namespace = namespace.filter(|_| resource.namespaced);
+        let key = (
+            resource.key_prefix(),
+            namespace.unwrap_or_default().to_string(),
+        );
+        if !self.listed.contains_key(&key) {
+            let objects = self
+                .snapshot
+                .list(resource, namespace)
+                .await?
+                .into_iter()
+                .map(|object| (object::name(&object).to_string(), object))
+                .collect();
+            self.listed.insert(key.clone(), objects);
+        }
+        Ok(self
+            .listed
+            .get(&key)
+            .and_then(|objects| objects.get(name))
+            .cloned())
     }
 
     fn add(
@@ -654,7 +699,30 @@ impl<'a> Planner<'a> {
         }
         while let Some(owner) = queue.pop_front() {
             let owner_uid = self.nodes[owner].this.uid.clone();
-            for dependent in self.gc.dependents(&owner_uid).unwrap_or_default() {
+            let dependents = self.gc.dependents(&owner_uid).unwrap_or_default();
+            let mut per_collection: HashMap<(&str, &str, Option<&str>), usize> = HashMap::new();
+            for dependent in &dependents {
+                *per_collection
+                    .entry((
+                        dependent.api_version.as_str(),
+                        dependent.kind.as_str(),
+                        dependent.namespace.as_deref(),
+                    ))
+                    .or_default() += 1;
+            }
+            let batched: std::collections::HashSet<(String, String, Option<String>)> =
+                per_collection
+                    .into_iter()
+                    .filter(|(_, count)| *count > LIST_THRESHOLD)
+                    .map(|((api_version, kind, namespace), _)| {
+                        (
+                            api_version.to_string(),
+                            kind.to_string(),
+                            namespace.map(str::to_string),
+                        )
+                    })
+                    .collect();
+            for dependent in dependents {
                 if self.index.contains_key(&dependent.uid) {
                     continue;
                 }
@@ -665,12 +733,17 @@ impl<'a> Planner<'a> {
                     continue;
                 };
                 // The index is live; the answer is at the snapshot: re-read and re-check.
+                let batch = batched.contains(&(
+                    dependent.api_version.clone(),
+                    dependent.kind.clone(),
+                    dependent.namespace.clone(),
+                ));
                 let Some(found) = self
-                    .snapshot
-                    .get(
+                    .read_dependent(
                         &dependent_type,
                         dependent.namespace.as_deref(),
                         &dependent.name,
+                        batch,
                     )
                     .await?
                 else {

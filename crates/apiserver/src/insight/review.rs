@@ -138,6 +138,27 @@ pub(crate) fn node(
     }
 }
 
+/// What the controller itself reports about `finalizer`'s cleanup, when the object follows
+/// the operator toolkit's convention (`status.deletion`: the step running, its failed attempts,
+/// the last error and the next retry): a live controller that keeps failing shows why here.
+fn reported_progress(cause: &mut CauseNode, object: &Value, finalizer: &str) {
+    let Some(progress) = object
+        .pointer("/status/deletion")
+        .filter(|progress| progress["step"] == finalizer)
+    else {
+        return;
+    };
+    if let Some(error) = progress["lastError"].as_str() {
+        evidence(cause, "lastError", error);
+    }
+    if let Some(attempts) = progress["attempts"].as_u64().filter(|a| *a > 0) {
+        evidence(cause, "attempts", attempts.to_string());
+    }
+    if let Some(next) = progress["nextRetry"].as_str() {
+        evidence(cause, "nextRetry", next);
+    }
+}
+
 pub(crate) fn evidence(node: &mut CauseNode, key: &str, value: impl Into<String>) {
     node.evidence.insert(key.to_string(), value.into());
 }
@@ -221,6 +242,7 @@ impl<'a> Explainer<'a> {
                         evidence(&mut cause, "addedByUserAgent", origin.user_agent.clone());
                     }
                 }
+                reported_progress(&mut cause, object, &finalizer);
                 causes.push(cause);
             }
             self.on_path.remove(&uid);

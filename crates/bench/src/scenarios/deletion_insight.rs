@@ -270,11 +270,11 @@ fn expect_verdict(answer: &Value, verdict: &str, what: &str) -> anyhow::Result<(
 
 /// The plan deletes the owner and every dependent.
 fn expect_deleted(answer: &Value, count: u64, what: &str) -> anyhow::Result<()> {
-    let deleted = answer["summary"]["deleted"].as_u64();
+    let deleted = answer["plan"]["deleted"].as_u64();
     if deleted != Some(count) {
         bail!(
             "{what} counted {deleted:?} objects to delete instead of {count}: {}",
-            answer["summary"]
+            answer["plan"]
         );
     }
     Ok(())
