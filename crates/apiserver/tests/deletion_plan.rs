@@ -593,3 +593,41 @@ async fn a_missing_target_is_gone_and_kube_rs_reads_plans() {
     );
     server.shutdown().await;
 }
+
+/// An owner with more dependents of one type than the planner reads one by one (it then reads
+/// their collection once, without bodies): the same answer, finalizers and other owners
+/// included.
+#[tokio::test]
+async fn an_owner_of_many_dependents_is_planned_from_one_collection_read() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let ns = "default";
+    let owner = create(&http, config_map(ns, "big", &[], &[])).await;
+    let other = create(&http, config_map(ns, "other", &[], &[])).await;
+    for i in 0..100 {
+        let mut dependent = config_map(ns, &format!("dep-{i}"), &[(&owner, false)], &[]);
+        dependent["data"] = json!({"payload": "x".repeat(256)});
+        create(&http, dependent).await;
+    }
+    // One held by a finalizer nobody claims, one also owned by `other`.
+    create(
+        &http,
+        config_map(ns, "held", &[(&owner, false)], &["example.com/hold"]),
+    )
+    .await;
+    create(
+        &http,
+        config_map(ns, "shared", &[(&owner, false), (&other, false)], &[]),
+    )
+    .await;
+
+    let status = plan(&http, target("v1", "ConfigMap", ns, "big"), None, 20).await;
+    assert_eq!(status["verdict"], "WillHang", "{status:#}");
+    let counts = &status["plan"];
+    // big, the 100 dependents and held (which goes once its hang is resolved).
+    assert_eq!(counts["deleted"], 102, "{counts:#}");
+    assert_eq!(counts["kept"], 1);
+    assert_eq!(counts["hangs"], 1);
+    assert_eq!(counts["hangCauses"][0]["object"]["name"], "held");
+    server.shutdown().await;
+}

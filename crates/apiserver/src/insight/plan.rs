@@ -8,7 +8,8 @@
 //! 1. **Reach.** The target, its dependents followed transitively through the collector's
 //!    index (each re-read at the snapshot, its reference re-checked; when an owner has more
 //!    than 64 dependents of one type in one namespace, their collection is read once, whole,
-//!    instead of one read each), a namespace's content
+//!    instead of one read each; objects read in bulk are decoded without their bodies, see
+//!    [`Snapshot::list_trimmed`]), a namespace's content
 //!    (one range read per resource in that namespace), and every owner those objects name
 //!    outside that set (one read each), so a dependent's other owners can be judged.
 //! 2. **Replay.** The collector's and the namespace controller's rules run over that small
@@ -631,7 +632,7 @@ impl<'a> Planner<'a> {
         if !self.listed.contains_key(&key) {
             let objects = self
                 .snapshot
-                .list(resource, namespace)
+                .list_trimmed(resource, namespace)
                 .await?
                 .into_iter()
                 .map(|object| (object::name(&object).to_string(), object))
@@ -688,7 +689,11 @@ impl<'a> Planner<'a> {
                 .collect();
             types.sort_by_key(|t| (t.group.clone(), t.plural.clone()));
             for resource in types {
-                for object in self.snapshot.list(&resource, Some(&namespace)).await? {
+                for object in self
+                    .snapshot
+                    .list_trimmed(&resource, Some(&namespace))
+                    .await?
+                {
                     if self.index.contains_key(object::uid(&object)) {
                         continue;
                     }
@@ -710,19 +715,7 @@ impl<'a> Planner<'a> {
                     ))
                     .or_default() += 1;
             }
-            let batched: std::collections::HashSet<(String, String, Option<String>)> =
-                per_collection
-                    .into_iter()
-                    .filter(|(_, count)| *count > LIST_THRESHOLD)
-                    .map(|((api_version, kind, namespace), _)| {
-                        (
-                            api_version.to_string(),
-                            kind.to_string(),
-                            namespace.map(str::to_string),
-                        )
-                    })
-                    .collect();
-            for dependent in dependents {
+            for dependent in &dependents {
                 if self.index.contains_key(&dependent.uid) {
                     continue;
                 }
@@ -733,11 +726,13 @@ impl<'a> Planner<'a> {
                     continue;
                 };
                 // The index is live; the answer is at the snapshot: re-read and re-check.
-                let batch = batched.contains(&(
-                    dependent.api_version.clone(),
-                    dependent.kind.clone(),
-                    dependent.namespace.clone(),
-                ));
+                let batch = per_collection
+                    .get(&(
+                        dependent.api_version.as_str(),
+                        dependent.kind.as_str(),
+                        dependent.namespace.as_deref(),
+                    ))
+                    .is_some_and(|count| *count > LIST_THRESHOLD);
                 let Some(found) = self
                     .read_dependent(
                         &dependent_type,

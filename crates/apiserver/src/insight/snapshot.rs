@@ -134,6 +134,36 @@ impl Snapshot {
             .unwrap_or_default())
     }
 
+    /// As [`Snapshot::list`], with each object trimmed to what deletion decisions read (type
+    /// meta, metadata without `managedFields`, and a Namespace's or Pod's `spec`): for reading
+    /// many objects whose bodies do not matter.
+    pub async fn list_trimmed(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+    ) -> ApiResult<Vec<Value>> {
+        let Source::Store(store) = &self.source else {
+            return self.list(resource, namespace).await;
+        };
+        let keep_spec = resource.is_namespace() || resource.graceful;
+        let prefix = resource.collection_prefix(namespace);
+        let response = store
+            .range(RangeRequest {
+                range: prefix_range(prefix.as_bytes()),
+                limit: 0,
+                revision: self.revision,
+            })
+            .await?;
+        response
+            .kvs
+            .iter()
+            .map(|kv| {
+                decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_spec)
+                    .map(|object| served(resource, object))
+            })
+            .collect()
+    }
+
     /// Every object of `resource` (in `namespace`, when given and the kind is namespaced).
     pub async fn list(
         &self,
@@ -166,6 +196,103 @@ impl Snapshot {
             })
             .collect()
     }
+}
+
+/// What deletion decisions read of an object: `apiVersion`, `kind`, `metadata` without
+/// `managedFields`, and (for kinds whose `spec` matters to deletion: Namespaces, Pods) `spec`.
+/// Everything else (a ConfigMap's data, most specs, every status) is skipped while parsing,
+/// never allocated: a plan over ten thousand objects costs their metadata, not their bodies.
+struct Trimmed {
+    keep_spec: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Trimmed {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Trimmed {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "apiVersion" | "kind" => {
+                    object.insert(key, map.next_value()?);
+                }
+                "spec" if self.keep_spec => {
+                    object.insert(key, map.next_value()?);
+                }
+                "metadata" => {
+                    object.insert(key, map.next_value_seed(MetadataWithoutManagedFields)?);
+                }
+                // Inside metadata, `managedFields` is the bulk; at the top, data and status.
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// `metadata` as stored, but for `managedFields`.
+struct MetadataWithoutManagedFields;
+
+impl<'de> serde::de::DeserializeSeed<'de> for MetadataWithoutManagedFields {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for MetadataWithoutManagedFields {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("object metadata")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut metadata = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "managedFields" {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else {
+                metadata.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Value::Object(metadata))
+    }
+}
+
+fn decode_trimmed(
+    key: &[u8],
+    value: &[u8],
+    revision: Revision,
+    keep_spec: bool,
+) -> ApiResult<Value> {
+    use serde::de::DeserializeSeed;
+    let mut deserializer = serde_json::Deserializer::from_slice(value);
+    let mut object = Trimmed { keep_spec }
+        .deserialize(&mut deserializer)
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "stored object at {} is not valid JSON: {e}",
+                String::from_utf8_lossy(key)
+            ))
+        })?;
+    set_resource_version(&mut object, revision);
+    Ok(object)
 }
 
 fn decode(key: &[u8], value: &[u8], revision: Revision) -> ApiResult<Value> {
