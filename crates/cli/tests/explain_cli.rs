@@ -10,71 +10,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Env;
+use common::{Env, Run, run_bounded};
 use serde_json::Value;
-
-/// How long one `finale explain` run may take before the test kills it.
-const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 const REMOVE_FINALIZERS: &str = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
 
-/// A finished `finale` (or `kubectl finale`) run.
-struct Run {
-    what: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "{} exited {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.what, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `command` to its end (bounded by [`RUN_LIMIT`]), collecting its output.
-fn run_bounded(mut command: Command, what: String) -> Run {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Colour is decided by the flags under test, never by the environment running them.
-        .env_remove("NO_COLOR");
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let started = Instant::now();
-    loop {
-        if child.try_wait().expect("wait for the child").is_some() {
-            break;
-        }
-        if started.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("child output");
-    Run {
-        what,
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// `finale explain ARGS --kubeconfig <the server's>`.
+/// `finale explain ARGS --kubeconfig <the server's>`, bounded.
 fn explain(env: &Env, args: &[&str]) -> Run {
-    let mut command = Command::new(common::binary());
-    command
-        .arg("explain")
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&env.server.kubeconfig);
-    run_bounded(command, format!("finale explain {}", args.join(" ")))
+    let mut all = vec!["explain"];
+    all.extend_from_slice(args);
+    common::finale(env, &all)
 }
 
 fn configmap_yaml(name: &str, namespace: &str, finalizer: Option<&str>) -> String {
@@ -223,7 +168,7 @@ fn not_deleting_stuck_then_gone() {
         receiver
     };
     let mut seen = Vec::new();
-    let deadline = Instant::now() + RUN_LIMIT;
+    let deadline = Instant::now() + common::CLI_RUN_LIMIT;
     while !seen.iter().any(|line: &String| line.starts_with("Stuck: ")) {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
@@ -294,7 +239,7 @@ fn foreground_chain_is_drawn_as_a_tree() {
 
     // The collector learns of the dependent from its watch: wait (bounded) until the answer
     // names it, the precondition of the text below.
-    let deadline = Instant::now() + RUN_LIMIT;
+    let deadline = Instant::now() + common::CLI_RUN_LIMIT;
     loop {
         let run = explain(&env, &["cm/app", "-o", "json"]);
         let status: Value = serde_json::from_str(&run.stdout)

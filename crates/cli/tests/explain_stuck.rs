@@ -5,56 +5,14 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use common::Env;
+use common::{Env, Run};
 use serde_json::Value;
 
-const RUN_LIMIT: Duration = Duration::from_secs(60);
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "exited {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// `finale explain ARGS --kubeconfig <the server's>`, bounded by [`RUN_LIMIT`].
+/// `finale explain ARGS --kubeconfig <the server's>`, bounded.
 fn explain(env: &Env, args: &[&str]) -> Run {
-    let mut child = Command::new(common::binary())
-        .arg("explain")
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&env.server.kubeconfig)
-        .env_remove("NO_COLOR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start finale explain");
-    let started = Instant::now();
-    while child.try_wait().expect("wait for the child").is_none() {
-        if started.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("child output");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let mut all = vec!["explain"];
+    all.extend_from_slice(args);
+    common::finale(env, &all)
 }
 
 fn held_configmap(name: &str, namespace: &str) -> String {

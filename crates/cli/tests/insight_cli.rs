@@ -9,60 +9,10 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Env;
+use common::{Env, Run, finale};
 use serde_json::Value;
 
-/// How long one `finale` run, and one wait for the collector, may take.
-const RUN_LIMIT: Duration = Duration::from_secs(60);
-
 const API_OFF: &str = "--runtime-config=deletion.finale.dev/v1alpha1=false";
-
-/// A finished `finale` run.
-struct Run {
-    what: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "{} exited {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.what, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// `finale ARGS --kubeconfig <the server's>`, bounded by [`RUN_LIMIT`].
-fn finale(env: &Env, args: &[&str]) -> Run {
-    let what = format!("finale {}", args.join(" "));
-    let mut child = Command::new(common::binary())
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&env.server.kubeconfig)
-        .env_remove("NO_COLOR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let started = Instant::now();
-    while child.try_wait().expect("wait for the child").is_none() {
-        if started.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("child output");
-    Run {
-        what,
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
 
 /// `(since 3m ago)` → `(since <age>)`, so a golden text does not depend on the clock.
 fn mask_ages(text: &str) -> String {
@@ -146,7 +96,7 @@ fn count_nodes(node: &Value) -> usize {
 /// Waits (bounded) until the server's tree of `app` holds all 9 objects: the collector
 /// learns of dependents from its watch, so this is the precondition of every golden text.
 fn wait_for_tree(env: &Env) {
-    let deadline = Instant::now() + RUN_LIMIT;
+    let deadline = Instant::now() + common::CLI_RUN_LIMIT;
     loop {
         let run = finale(env, &["tree", "cm/app", "-o", "json"]);
         if run.code == Some(0) {
@@ -555,7 +505,7 @@ fn with_the_api_switched_off_the_client_answers_the_same() {
     }
     wait_for_tree(&on);
     // The server's collector learns of `fg-child` from its watch: wait until it names it.
-    let deadline = Instant::now() + RUN_LIMIT;
+    let deadline = Instant::now() + common::CLI_RUN_LIMIT;
     loop {
         let run = finale(&on, &["explain", "cm/fg", "-o", "json"]);
         let status: Value = serde_json::from_str(&run.stdout)
@@ -685,7 +635,7 @@ fn runtime_config_with_an_unknown_group_is_a_startup_error() {
         .expect("start finale server");
     let started = Instant::now();
     while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > RUN_LIMIT {
+        if started.elapsed() > common::CLI_RUN_LIMIT {
             let _ = child.kill();
             panic!("the server started with an unknown --runtime-config group");
         }

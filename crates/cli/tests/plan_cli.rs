@@ -5,55 +5,16 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Env;
+use common::{Env, Run};
 use serde_json::{Value, json};
 
-const RUN_LIMIT: Duration = Duration::from_secs(60);
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "exited {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// `finale plan ARGS --kubeconfig …`, bounded by [`RUN_LIMIT`].
+/// `finale plan ARGS --kubeconfig <the server's>`, bounded.
 fn plan(env: &Env, args: &[&str]) -> Run {
-    let mut child = Command::new(common::binary())
-        .arg("plan")
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&env.server.kubeconfig)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start finale plan");
-    let started = Instant::now();
-    while child.try_wait().expect("wait for finale plan").is_none() {
-        if started.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("finale plan output");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    common::finale(env, &all)
 }
 
 fn apply(env: &Env, name: &str, owner: Option<(&str, &str, bool)>, finalizer: Option<&str>) {
@@ -109,7 +70,7 @@ fn plan_prints_the_summary_the_tree_and_the_hangs() {
 
     // (the collector learns of the dependents from its watch: wait, bounded, until the plan
     // counts them — the precondition of the text below),
-    let deadline = Instant::now() + RUN_LIMIT;
+    let deadline = Instant::now() + common::CLI_RUN_LIMIT;
     let json = loop {
         let run = plan(&env, &["cm/app", "-o", "json"]);
         let status: Value = serde_json::from_str(&run.stdout)

@@ -146,6 +146,21 @@ impl Snapshot {
             return self.list(resource, namespace).await;
         };
         let keep_spec = resource.is_namespace() || resource.graceful;
+        self.range_decoded(store, resource, namespace, |kv| {
+            decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_spec)
+        })
+        .await
+    }
+
+    /// Every stored object of `resource` under `namespace` at this revision, each decoded by
+    /// `decode` and served.
+    async fn range_decoded(
+        &self,
+        store: &Arc<dyn Store>,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        decode: impl Fn(&finale_store::KeyValue) -> ApiResult<Value>,
+    ) -> ApiResult<Vec<Value>> {
         let prefix = resource.collection_prefix(namespace);
         let response = store
             .range(RangeRequest {
@@ -157,10 +172,7 @@ impl Snapshot {
         response
             .kvs
             .iter()
-            .map(|kv| {
-                decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_spec)
-                    .map(|object| served(resource, object))
-            })
+            .map(|kv| decode(kv).map(|object| served(resource, object)))
             .collect()
     }
 
@@ -181,20 +193,10 @@ impl Snapshot {
             }
             Source::Store(store) => store,
         };
-        let response = store
-            .range(RangeRequest {
-                range: prefix_range(prefix.as_bytes()),
-                limit: 0,
-                revision: self.revision,
-            })
-            .await?;
-        response
-            .kvs
-            .iter()
-            .map(|kv| {
-                decode(&kv.key, &kv.value, kv.mod_revision).map(|object| served(resource, object))
-            })
-            .collect()
+        self.range_decoded(store, resource, namespace, |kv| {
+            decode(&kv.key, &kv.value, kv.mod_revision)
+        })
+        .await
     }
 }
 

@@ -109,9 +109,10 @@ impl Env {
     }
 }
 
-/// A finished kubectl run.
+/// A finished run of kubectl or of the `finale` CLI.
 pub struct Run {
-    pub args: String,
+    /// The command line, for messages (`kubectl get …`, `finale explain …`).
+    pub what: String,
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
@@ -120,7 +121,7 @@ pub struct Run {
 impl Run {
     fn new(args: &[&str], output: Output) -> Run {
         Run {
-            args: args.join(" "),
+            what: format!("kubectl {}", args.join(" ")),
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
@@ -130,10 +131,51 @@ impl Run {
     /// For assertion messages.
     pub fn describe(&self) -> String {
         format!(
-            "kubectl {} exited {:?}\nstdout: {}\nstderr: {}",
-            self.args, self.code, self.stdout, self.stderr
+            "{} exited {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.what, self.code, self.stdout, self.stderr
         )
     }
+}
+
+/// How long one CLI run may take before it is killed.
+pub const CLI_RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `command` to its end (bounded by [`CLI_RUN_LIMIT`]), collecting its output. Colour is
+/// decided by the flags under test, never by the environment running them.
+pub fn run_bounded(mut command: std::process::Command, what: String) -> Run {
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .env_remove("NO_COLOR");
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let started = Instant::now();
+    while child.try_wait().expect("wait for the child").is_none() {
+        if started.elapsed() > CLI_RUN_LIMIT {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("child output");
+    Run {
+        what,
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `finale ARGS --kubeconfig <the server's>`, bounded.
+pub fn finale(env: &Env, args: &[&str]) -> Run {
+    let mut command = std::process::Command::new(binary());
+    command
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&env.server.kubeconfig);
+    run_bounded(command, format!("finale {}", args.join(" ")))
 }
 
 /// A response read in full.
