@@ -1,6 +1,7 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
 mod explain;
+mod gc;
 mod operator;
 
 use std::io::IsTerminal;
@@ -37,6 +38,10 @@ enum Command {
     /// Say why an object is not gone (asks the server for a DeletionReview). Exit code:
     /// 0 Gone or NotDeleting, 2 Progressing, 3 Stuck, 1 error.
     Explain(explain::ExplainArgs),
+    /// External-resource GC of CloudClusters: enable, disable, configure, plan, status, and a
+    /// one-shot sweep of an account (`run`).
+    #[command(subcommand)]
+    Gc(gc::Gc),
 }
 
 #[derive(clap::Args)]
@@ -54,7 +59,7 @@ struct ServerArgs {
     /// `500ms`, `5s`). Upstream always waits 5 s; Finale needs no wait by default.
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = humantime::parse_duration)]
     namespace_deletion_delay: std::time::Duration,
-    /// Also run the bundled operators (database, tenant) in this process, against this
+    /// Also run the bundled operators (database, tenant, cloud-gc) in this process, against this
     /// server's HTTPS endpoint.
     #[arg(long)]
     with_operators: bool,
@@ -129,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             .block_on(operator::run(operator))
             .map(|()| std::process::ExitCode::SUCCESS),
         Command::Explain(args) => runtime.block_on(explain::run(args)),
+        Command::Gc(command) => runtime.block_on(gc::run(command)),
     }
 }
 

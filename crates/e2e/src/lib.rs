@@ -548,6 +548,8 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
+pub mod aws_proxy;
+pub mod moto;
 pub mod operator;
 pub mod postgres;
 pub mod stall_proxy;
