@@ -160,12 +160,21 @@ async fn switch(named: &Named, on: bool) -> anyhow::Result<std::process::ExitCod
         &Patch::Merge(json!({ "metadata": metadata })),
     )
     .await
-    .with_context(|| format!("updating CloudCluster {}/{}", named.kube.namespace, named.name))?;
+    .with_context(|| {
+        format!(
+            "updating CloudCluster {}/{}",
+            named.kube.namespace, named.name
+        )
+    })?;
     println!(
         "cloudcluster {}/{}: external-resource GC {}",
         named.kube.namespace,
         named.name,
-        if on { "enabled" } else { "disabled: its cloud resources stay when it is deleted" }
+        if on {
+            "enabled"
+        } else {
+            "disabled: its cloud resources stay when it is deleted"
+        }
     );
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -185,7 +194,12 @@ async fn configure(args: Configure) -> anyhow::Result<std::process::ExitCode> {
         &Patch::Merge(json!({"metadata": {"annotations": {TASKS_ANNOTATION: value}}})),
     )
     .await
-    .with_context(|| format!("updating CloudCluster {}/{}", args.kube.namespace, args.name))?;
+    .with_context(|| {
+        format!(
+            "updating CloudCluster {}/{}",
+            args.kube.namespace, args.name
+        )
+    })?;
     println!(
         "cloudcluster {}/{}: tasks {}",
         args.kube.namespace,
@@ -228,7 +242,12 @@ async fn plan(named: &Named) -> anyhow::Result<std::process::ExitCode> {
     let cloud = finale_cloud_aws::AwsConnector.connect(&target).await?;
     let inventory = engine::discover(cloud.as_ref(), &scope)
         .await
-        .with_context(|| format!("discovering the resources of cluster {}", scope.cluster_name))?;
+        .with_context(|| {
+            format!(
+                "discovering the resources of cluster {}",
+                scope.cluster_name
+            )
+        })?;
     println!(
         "cluster {} in {} (tag {}=owned, tasks {}); nothing is deleted by a plan",
         scope.cluster_name,
@@ -250,7 +269,11 @@ async fn status(named: &Named) -> anyhow::Result<std::process::ExitCode> {
         status.gc.as_deref().unwrap_or("unknown"),
         status.tasks.as_deref().unwrap_or("-"),
         reconciler::cluster_name(&cluster),
-        if cluster.metadata.deletion_timestamp.is_some() { ", deleting" } else { "" }
+        if cluster.metadata.deletion_timestamp.is_some() {
+            ", deleting"
+        } else {
+            ""
+        }
     );
     for condition in &status.conditions {
         println!(
@@ -266,7 +289,11 @@ async fn status(named: &Named) -> anyhow::Result<std::process::ExitCode> {
         for item in &status.inventory {
             let mut why = item.blocked_by.join(", ");
             if let Some(error) = &item.last_error {
-                why = if why.is_empty() { error.clone() } else { format!("{why} ({error})") };
+                why = if why.is_empty() {
+                    error.clone()
+                } else {
+                    format!("{why} ({error})")
+                };
             }
             println!(
                 "{:<22} {:<40} {:<8} {}",
@@ -295,7 +322,12 @@ async fn sweep(args: RunArgs) -> anyhow::Result<std::process::ExitCode> {
     let cloud = finale_cloud_aws::AwsConnector.connect(&target).await?;
     let inventory = engine::discover(cloud.as_ref(), &scope)
         .await
-        .with_context(|| format!("discovering the resources of cluster {}", scope.cluster_name))?;
+        .with_context(|| {
+            format!(
+                "discovering the resources of cluster {}",
+                scope.cluster_name
+            )
+        })?;
     print_plan(&inventory);
     if !args.yes {
         println!("dry run: nothing was deleted (add --yes to delete)");
@@ -352,6 +384,10 @@ mod tests {
     fn tasks_parse_like_the_annotation() {
         assert_eq!(parse_tasks(&[]).expect("default"), TaskSet::default());
         assert!(parse_tasks(&["volumes".into()]).is_err());
-        assert!(parse_tasks(&["volume".into()]).expect("volume").contains(Task::Volume));
+        assert!(
+            parse_tasks(&["volume".into()])
+                .expect("volume")
+                .contains(Task::Volume)
+        );
     }
 }

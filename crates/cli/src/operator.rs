@@ -246,7 +246,16 @@ pub async fn run(operator: Operator) -> anyhow::Result<()> {
     let clients = clients(&common).await?;
     let metrics_listener = bind_metrics(common.metrics_addr, "--metrics-addr").await?;
     let shutdown = shutdown_on_signals()?;
-    run_operators(clients, &which, &common, ddl, &gc, metrics_listener, shutdown).await
+    run_operators(
+        clients,
+        &which,
+        &common,
+        ddl,
+        &gc,
+        metrics_listener,
+        shutdown,
+    )
+    .await
 }
 
 /// Binds the metrics address now, so that a taken port fails the start with a message that

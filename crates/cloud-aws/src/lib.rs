@@ -81,7 +81,9 @@ where
     }
 }
 
-fn tag_map<'a>(tags: impl IntoIterator<Item = (Option<&'a str>, Option<&'a str>)>) -> BTreeMap<String, String> {
+fn tag_map<'a>(
+    tags: impl IntoIterator<Item = (Option<&'a str>, Option<&'a str>)>,
+) -> BTreeMap<String, String> {
     tags.into_iter()
         .filter_map(|(k, v)| Some((k?.to_string(), v.unwrap_or_default().to_string())))
         .collect()
@@ -115,35 +117,35 @@ fn ec2_filters(query: &Query, id_filter: &str) -> Vec<Vec<Filter>> {
 /// The SDK configuration for `target`: its region, endpoint override and static credentials
 /// (else the SDK's default chain), with the HTTP client, retries and timeouts described above.
 pub async fn sdk_config(target: &Target) -> aws_config::SdkConfig {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-            ))
-            .build_https();
-        let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
-            .region(aws_config::Region::new(target.region.clone()))
-            .http_client(http)
-            .retry_config(RetryConfig::standard().with_max_attempts(3))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .operation_attempt_timeout(Duration::from_secs(30))
-                    .operation_timeout(Duration::from_secs(90))
-                    .build(),
-            );
-        if let Some(endpoint) = &target.endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        if let Some(credentials) = &target.credentials {
-            loader = loader.credentials_provider(Credentials::new(
-                credentials.access_key_id.clone(),
-                credentials.secret_access_key.clone(),
-                credentials.session_token.clone(),
-                None,
-                "finale-credentials-secret",
-            ));
-        }
-        loader.load().await
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
+        .region(aws_config::Region::new(target.region.clone()))
+        .http_client(http)
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .operation_attempt_timeout(Duration::from_secs(30))
+                .operation_timeout(Duration::from_secs(90))
+                .build(),
+        );
+    if let Some(endpoint) = &target.endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    if let Some(credentials) = &target.credentials {
+        loader = loader.credentials_provider(Credentials::new(
+            credentials.access_key_id.clone(),
+            credentials.secret_access_key.clone(),
+            credentials.session_token.clone(),
+            None,
+            "finale-credentials-secret",
+        ));
+    }
+    loader.load().await
 }
 
 impl AwsCloud {
@@ -179,7 +181,9 @@ impl AwsCloud {
                 .send();
             loop {
                 self.count();
-                let Some(page) = pages.next().await else { break };
+                let Some(page) = pages.next().await else {
+                    break;
+                };
                 for group in page.map_err(cloud_error)?.security_groups() {
                     let Some(id) = group.group_id() else { continue };
                     let references: BTreeSet<String> = group
@@ -214,9 +218,13 @@ impl AwsCloud {
                 .send();
             loop {
                 self.count();
-                let Some(page) = pages.next().await else { break };
+                let Some(page) = pages.next().await else {
+                    break;
+                };
                 for eni in page.map_err(cloud_error)?.network_interfaces() {
-                    let Some(id) = eni.network_interface_id() else { continue };
+                    let Some(id) = eni.network_interface_id() else {
+                        continue;
+                    };
                     let mut resource = Resource::new(Kind::NetworkInterface, id);
                     resource.tags = ec2_tags(eni.tag_set());
                     resource.security_groups = eni
@@ -254,7 +262,9 @@ impl AwsCloud {
                 .await
                 .map_err(cloud_error)?;
             for address in answer.addresses() {
-                let Some(id) = address.allocation_id() else { continue };
+                let Some(id) = address.allocation_id() else {
+                    continue;
+                };
                 let mut resource = Resource::new(Kind::ElasticIp, id);
                 resource.name = address.public_ip().map(str::to_string);
                 resource.tags = ec2_tags(address.tags());
@@ -277,9 +287,13 @@ impl AwsCloud {
                 .send();
             loop {
                 self.count();
-                let Some(page) = pages.next().await else { break };
+                let Some(page) = pages.next().await else {
+                    break;
+                };
                 for volume in page.map_err(cloud_error)?.volumes() {
-                    let Some(id) = volume.volume_id() else { continue };
+                    let Some(id) = volume.volume_id() else {
+                        continue;
+                    };
                     let mut resource = Resource::new(Kind::Volume, id);
                     resource.tags = ec2_tags(volume.tags());
                     let in_use = volume.state().map(|s| s.as_str()) != Some("available");
@@ -311,13 +325,17 @@ impl AwsCloud {
             .send();
         loop {
             self.count();
-            let Some(page) = pages.next().await else { break };
+            let Some(page) = pages.next().await else {
+                break;
+            };
             let page = match page.map_err(cloud_error) {
                 Err(error) if single.is_some() && is_not_found(&error) => return Ok(Vec::new()),
                 other => other?,
             };
             for lb in page.load_balancers() {
-                let Some(arn) = lb.load_balancer_arn() else { continue };
+                let Some(arn) = lb.load_balancer_arn() else {
+                    continue;
+                };
                 let mut resource = Resource::new(Kind::LoadBalancer, arn);
                 resource.name = lb.load_balancer_name().map(str::to_string);
                 resource.security_groups = lb.security_groups().to_vec();
@@ -337,13 +355,17 @@ impl AwsCloud {
             .send();
         loop {
             self.count();
-            let Some(page) = pages.next().await else { break };
+            let Some(page) = pages.next().await else {
+                break;
+            };
             let page = match page.map_err(cloud_error) {
                 Err(error) if single.is_some() && is_not_found(&error) => return Ok(Vec::new()),
                 other => other?,
             };
             for group in page.target_groups() {
-                let Some(arn) = group.target_group_arn() else { continue };
+                let Some(arn) = group.target_group_arn() else {
+                    continue;
+                };
                 let mut resource = Resource::new(Kind::TargetGroup, arn);
                 resource.name = group.target_group_name().map(str::to_string);
                 resource.load_balancers = group.load_balancer_arns().to_vec();
@@ -377,7 +399,10 @@ impl AwsCloud {
         Ok(())
     }
 
-    async fn classic_load_balancers(&self, single: Option<&str>) -> Result<Vec<Resource>, CloudError> {
+    async fn classic_load_balancers(
+        &self,
+        single: Option<&str>,
+    ) -> Result<Vec<Resource>, CloudError> {
         let mut found = Vec::new();
         let mut pages = self
             .elb
@@ -387,13 +412,17 @@ impl AwsCloud {
             .send();
         loop {
             self.count();
-            let Some(page) = pages.next().await else { break };
+            let Some(page) = pages.next().await else {
+                break;
+            };
             let page = match page.map_err(cloud_error) {
                 Err(error) if single.is_some() && is_not_found(&error) => return Ok(Vec::new()),
                 other => other?,
             };
             for lb in page.load_balancer_descriptions() {
-                let Some(name) = lb.load_balancer_name() else { continue };
+                let Some(name) = lb.load_balancer_name() else {
+                    continue;
+                };
                 let mut resource = Resource::new(Kind::ClassicLoadBalancer, name);
                 resource.security_groups = lb.security_groups().to_vec();
                 found.push(resource);
@@ -409,7 +438,12 @@ impl AwsCloud {
                 .await
                 .map_err(cloud_error)?;
             for description in answer.tag_descriptions() {
-                let tags = tag_map(description.tags().iter().map(|t| (Some(t.key()), t.value())));
+                let tags = tag_map(
+                    description
+                        .tags()
+                        .iter()
+                        .map(|t| (Some(t.key()), t.value())),
+                );
                 if let Some(resource) = chunk
                     .iter_mut()
                     .find(|r| Some(r.id.as_str()) == description.load_balancer_name())
@@ -447,7 +481,9 @@ impl AwsCloud {
                         .set_ip_protocol(p.ip_protocol().map(str::to_string))
                         .set_from_port(p.from_port())
                         .set_to_port(p.to_port())
-                        .user_id_group_pairs(UserIdGroupPair::builder().group_id(referenced).build())
+                        .user_id_group_pairs(
+                            UserIdGroupPair::builder().group_id(referenced).build(),
+                        )
                         .build()
                 })
                 .collect()
@@ -487,7 +523,10 @@ fn select(resources: Vec<Resource>, query: &Query) -> Vec<Resource> {
     match query {
         Query::Ids(ids) => {
             let wanted: BTreeSet<&String> = ids.iter().collect();
-            resources.into_iter().filter(|r| wanted.contains(&r.id)).collect()
+            resources
+                .into_iter()
+                .filter(|r| wanted.contains(&r.id))
+                .collect()
         }
         Query::Tagged { key, value } => resources
             .into_iter()
@@ -524,7 +563,9 @@ impl CloudApi for AwsCloud {
         let mut arns = Vec::new();
         loop {
             self.count();
-            let Some(page) = pages.next().await else { break };
+            let Some(page) = pages.next().await else {
+                break;
+            };
             for mapping in page.map_err(cloud_error)?.resource_tag_mapping_list() {
                 if let Some(arn) = mapping.resource_arn() {
                     arns.push(arn.to_string());

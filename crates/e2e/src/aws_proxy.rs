@@ -207,8 +207,14 @@ fn action_of(head: &str, body: &str) -> String {
         .or_else(|| {
             head.lines().find_map(|line| {
                 let (name, value) = line.split_once(':')?;
-                name.eq_ignore_ascii_case("x-amz-target")
-                    .then(|| value.trim().rsplit('.').next().unwrap_or_default().to_string())
+                name.eq_ignore_ascii_case("x-amz-target").then(|| {
+                    value
+                        .trim()
+                        .rsplit('.')
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
             })
         })
         .unwrap_or_default()
@@ -230,8 +236,9 @@ fn handle(mut client: TcpStream, target: SocketAddr, state: &Mutex<State>) -> an
                 && body_text.contains(&rule.contains)
                 && rule.times != Some(0)
                 && rule.until_seen.as_ref().is_none_or(|(action, contains)| {
-                    !log.iter()
-                        .any(|l| l.starts_with(&format!("{action} ")) && l.contains(contains.as_str()))
+                    !log.iter().any(|l| {
+                        l.starts_with(&format!("{action} ")) && l.contains(contains.as_str())
+                    })
                 })
         });
         let refusal = matched.map(|rule| {

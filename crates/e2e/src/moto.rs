@@ -56,10 +56,16 @@ impl Moto {
                 && let Ok(Some(status)) = child.try_wait()
             {
                 moto.child = None;
-                bail!("moto_server exited at start ({status}); its log:\n{}", moto.log());
+                bail!(
+                    "moto_server exited at start ({status}); its log:\n{}",
+                    moto.log()
+                );
             }
             if Instant::now() > deadline {
-                bail!("moto_server did not answer within {STARTUP:?}; its log:\n{}", moto.log());
+                bail!(
+                    "moto_server did not answer within {STARTUP:?}; its log:\n{}",
+                    moto.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -73,7 +79,10 @@ impl Moto {
     pub fn reset(&self) -> anyhow::Result<()> {
         let answer = self.request("POST", "/moto-api/reset")?;
         if !answer.starts_with("HTTP/1.1 200") && !answer.starts_with("HTTP/1.0 200") {
-            bail!("moto reset answered {}", answer.lines().next().unwrap_or_default());
+            bail!(
+                "moto reset answered {}",
+                answer.lines().next().unwrap_or_default()
+            );
         }
         Ok(())
     }

@@ -102,10 +102,16 @@ mod tests {
             )
             .is_empty()
         );
-        let errors = validate(&with(json!({TASKS_ANNOTATION: "load-balancer,volumes"})), None);
+        let errors = validate(
+            &with(json!({TASKS_ANNOTATION: "load-balancer,volumes"})),
+            None,
+        );
         assert_eq!(errors.len(), 1);
         let body = errors[0].body();
-        assert!(body.contains("unknown external-resource GC task \"volumes\""), "{body}");
+        assert!(
+            body.contains("unknown external-resource GC task \"volumes\""),
+            "{body}"
+        );
         assert!(body.contains(&field(TASKS_ANNOTATION)), "{body}");
         let errors = validate(&with(json!({GC_ANNOTATION: "off"})), None);
         assert_eq!(errors.len(), 1, "{errors:?}");

@@ -120,11 +120,7 @@ impl Resource {
 
     /// `kind/name-or-id`, for people.
     pub fn label(&self) -> String {
-        format!(
-            "{}/{}",
-            self.kind,
-            self.name.as_deref().unwrap_or(&self.id)
-        )
+        format!("{}/{}", self.kind, self.name.as_deref().unwrap_or(&self.id))
     }
 }
 
@@ -209,13 +205,21 @@ impl CloudError {
 /// The class of an AWS error code.
 pub fn classify(code: &str) -> ErrorClass {
     match code {
-        "DependencyViolation" | "ResourceInUse" | "VolumeInUse" | "InvalidIPAddress.InUse"
-        | "InvalidNetworkInterface.InUse" | "InvalidConfigurationRequest" => ErrorClass::InUse,
+        "DependencyViolation"
+        | "ResourceInUse"
+        | "VolumeInUse"
+        | "InvalidIPAddress.InUse"
+        | "InvalidNetworkInterface.InUse"
+        | "InvalidConfigurationRequest" => ErrorClass::InUse,
         "Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "TooManyRequests" => {
             ErrorClass::Throttled
         }
-        "AccessDenied" | "AccessDeniedException" | "UnauthorizedOperation" | "AuthFailure"
-        | "InvalidClientTokenId" | "SignatureDoesNotMatch" => ErrorClass::Denied,
+        "AccessDenied"
+        | "AccessDeniedException"
+        | "UnauthorizedOperation"
+        | "AuthFailure"
+        | "InvalidClientTokenId"
+        | "SignatureDoesNotMatch" => ErrorClass::Denied,
         code if code.ends_with(".NotFound")
             || code.ends_with("NotFound")
             || code == "LoadBalancerNotFound"

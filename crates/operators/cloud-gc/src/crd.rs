@@ -28,7 +28,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Cluster", type_ = "string", json_path = ".status.clusterName"),
     printcolumn(name = "GC", type_ = "string", json_path = ".status.gc"),
     printcolumn(name = "Remaining", type_ = "integer", json_path = ".status.remaining"),
-    printcolumn(name = "Deleted", type_ = "integer", json_path = ".status.deletedTotal"),
+    printcolumn(
+        name = "Deleted",
+        type_ = "integer",
+        json_path = ".status.deletedTotal"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",

@@ -228,9 +228,7 @@ impl Inventory {
             .collectable()
             .map(|i| (i.resource.clone(), self.blockers(&i.resource)))
             .collect();
-        pending.sort_by(|a, b| {
-            (a.0.kind.rank(), a.0.label()).cmp(&(b.0.kind.rank(), b.0.label()))
-        });
+        pending.sort_by(|a, b| (a.0.kind.rank(), a.0.label()).cmp(&(b.0.kind.rank(), b.0.label())));
         let mut placed: BTreeSet<String> = BTreeSet::new();
         let mut order = Vec::new();
         loop {
@@ -411,7 +409,8 @@ pub async fn discover(api: &dyn CloudApi, scope: &Scope) -> Result<Inventory, Cl
         }
     }
     items.sort_by(|a, b| {
-        (a.resource.kind.rank(), a.resource.label()).cmp(&(b.resource.kind.rank(), b.resource.label()))
+        (a.resource.kind.rank(), a.resource.label())
+            .cmp(&(b.resource.kind.rank(), b.resource.label()))
     });
     Ok(Inventory { items })
 }

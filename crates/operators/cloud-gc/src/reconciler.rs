@@ -219,13 +219,18 @@ pub fn inventory_items(report: &Report) -> Vec<InventoryItem> {
         .filter(|i| !matches!(i.disposition, Disposition::Bystander(_)))
         .map(|item| {
             let resource = &item.resource;
-            let (state, last_error, blocked_by) = match (&item.disposition, report.outcomes.get(&resource.id)) {
-                (Disposition::Keep(reason), _) => ("Kept", None, vec![reason.clone()]),
-                (_, Some(Outcome::Blocked { by, error })) => ("Blocked", error.clone(), by.clone()),
-                (_, Some(Outcome::Failed(error))) => ("Failed", Some(error.to_string()), Vec::new()),
-                (_, Some(Outcome::Skipped(reason))) => ("Kept", None, vec![reason.clone()]),
-                _ => ("Pending", None, Vec::new()),
-            };
+            let (state, last_error, blocked_by) =
+                match (&item.disposition, report.outcomes.get(&resource.id)) {
+                    (Disposition::Keep(reason), _) => ("Kept", None, vec![reason.clone()]),
+                    (_, Some(Outcome::Blocked { by, error })) => {
+                        ("Blocked", error.clone(), by.clone())
+                    }
+                    (_, Some(Outcome::Failed(error))) => {
+                        ("Failed", Some(error.to_string()), Vec::new())
+                    }
+                    (_, Some(Outcome::Skipped(reason))) => ("Kept", None, vec![reason.clone()]),
+                    _ => ("Pending", None, Vec::new()),
+                };
             InventoryItem {
                 type_: resource.kind.name().to_string(),
                 id: resource.id.clone(),
@@ -240,7 +245,12 @@ pub fn inventory_items(report: &Report) -> Vec<InventoryItem> {
 
 /// `a, b, c (and N more)`.
 fn some_of(labels: &[String], limit: usize) -> String {
-    let mut text = labels.iter().take(limit).cloned().collect::<Vec<_>>().join(", ");
+    let mut text = labels
+        .iter()
+        .take(limit)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if labels.len() > limit {
         text.push_str(&format!(" (and {} more)", labels.len() - limit));
     }
@@ -248,7 +258,11 @@ fn some_of(labels: &[String], limit: usize) -> String {
 }
 
 impl CloudGcReconciler {
-    async fn write_status(client: &Client, cluster: &CloudCluster, patch: Value) -> anyhow::Result<()> {
+    async fn write_status(
+        client: &Client,
+        cluster: &CloudCluster,
+        patch: Value,
+    ) -> anyhow::Result<()> {
         api(client, cluster)
             .patch_status(
                 &cluster.name_any(),
@@ -295,7 +309,13 @@ impl CloudGcReconciler {
         Self::write_status(&context.client, cluster, patch).await?;
         if newly_failing {
             context
-                .event(cluster, EventType::Warning, reason, "Reconcile", message.to_string())
+                .event(
+                    cluster,
+                    EventType::Warning,
+                    reason,
+                    "Reconcile",
+                    message.to_string(),
+                )
                 .await;
         }
         Ok(())
@@ -373,7 +393,11 @@ impl Reconciler for CloudGcReconciler {
         ]
     }
 
-    async fn apply(&self, cluster: Arc<CloudCluster>, context: &Context) -> anyhow::Result<Applied> {
+    async fn apply(
+        &self,
+        cluster: Arc<CloudCluster>,
+        context: &Context,
+    ) -> anyhow::Result<Applied> {
         if !self.settings.enabled && annotation(&cluster, GC_ANNOTATION).is_none() {
             // The flag off marks the cluster opted out, so turning it on later changes nothing.
             api(&context.client, &cluster)
@@ -396,7 +420,15 @@ impl Reconciler for CloudGcReconciler {
                 .map(|(key, problem)| format!("annotation {key}: {problem}"))
                 .collect::<Vec<_>>()
                 .join("; ");
-            Self::set_ready(context, &cluster, false, "InvalidAnnotation", &message, json!({})).await?;
+            Self::set_ready(
+                context,
+                &cluster,
+                false,
+                "InvalidAnnotation",
+                &message,
+                json!({}),
+            )
+            .await?;
             return Ok(Applied::AwaitChange);
         }
         let recorded = cluster.status.as_ref().and_then(|s| s.cluster_name.clone());
@@ -411,7 +443,15 @@ impl Reconciler for CloudGcReconciler {
             let message = format!(
                 "spec.clusterName cannot change from {recorded:?} to {wanted:?}: this CloudCluster still deletes the resources of {recorded:?}; set it back, or create a new CloudCluster"
             );
-            Self::set_ready(context, &cluster, false, "ImmutableField", &message, json!({})).await?;
+            Self::set_ready(
+                context,
+                &cluster,
+                false,
+                "ImmutableField",
+                &message,
+                json!({}),
+            )
+            .await?;
             return Ok(Applied::AwaitChange);
         }
         let name = recorded.unwrap_or(wanted);
@@ -533,11 +573,13 @@ impl Reconciler for CloudGcReconciler {
                 report.inventory.collectable().count(),
                 some_of(&text, 5)
             );
-            return Err(if failures.iter().all(|(_, e)| e.class == ErrorClass::Denied) {
-                permanent_with_remedy(failure, "give the credentials the Delete permissions")
-            } else {
-                failure
-            });
+            return Err(
+                if failures.iter().all(|(_, e)| e.class == ErrorClass::Denied) {
+                    permanent_with_remedy(failure, "give the credentials the Delete permissions")
+                } else {
+                    failure
+                },
+            );
         }
         let blocked = report.blocked();
         if blocked.is_empty() || !report.deleted.is_empty() {
@@ -635,8 +677,16 @@ mod tests {
             (vec![(GC_ANNOTATION, "flase")], true, true),
         ] {
             let c = cluster(&annotations);
-            assert_eq!(on.wants_finalizer(&c, GC_FINALIZER), flag_on, "{annotations:?}");
-            assert_eq!(off.wants_finalizer(&c, GC_FINALIZER), flag_off, "{annotations:?}");
+            assert_eq!(
+                on.wants_finalizer(&c, GC_FINALIZER),
+                flag_on,
+                "{annotations:?}"
+            );
+            assert_eq!(
+                off.wants_finalizer(&c, GC_FINALIZER),
+                flag_off,
+                "{annotations:?}"
+            );
         }
     }
 
@@ -652,7 +702,15 @@ mod tests {
             .collect();
         assert_eq!(
             columns,
-            ["Provider", "Region", "Cluster", "GC", "Remaining", "Deleted", "Age"]
+            [
+                "Provider",
+                "Region",
+                "Cluster",
+                "GC",
+                "Remaining",
+                "Deleted",
+                "Age"
+            ]
         );
         assert_eq!(
             version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["clusterName"]

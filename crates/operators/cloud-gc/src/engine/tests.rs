@@ -102,7 +102,10 @@ impl FakeCloud {
         match kind {
             Kind::SecurityGroup => resources
                 .values()
-                .find(|r| r.security_groups.iter().any(|g| g == id) || r.references.iter().any(|g| g == id))
+                .find(|r| {
+                    r.security_groups.iter().any(|g| g == id)
+                        || r.references.iter().any(|g| g == id)
+                })
                 .map(|user| {
                     in_use(
                         "DependencyViolation",
@@ -114,10 +117,12 @@ impl FakeCloud {
                 .iter()
                 .find(|lb| resources.contains_key(*lb))
                 .map(|lb| in_use("ResourceInUse", format!("used by {lb}"))),
-            Kind::NetworkInterface | Kind::Volume => resource
-                .attached_to
-                .as_ref()
-                .map(|holder| in_use("InvalidNetworkInterface.InUse", format!("attached to {holder}"))),
+            Kind::NetworkInterface | Kind::Volume => resource.attached_to.as_ref().map(|holder| {
+                in_use(
+                    "InvalidNetworkInterface.InUse",
+                    format!("attached to {holder}"),
+                )
+            }),
             Kind::ElasticIp => resource
                 .association
                 .as_ref()
@@ -158,6 +163,15 @@ impl CloudApi for FakeCloud {
 
     async fn act(&self, action: &Action) -> Result<(), CloudError> {
         self.log.lock().unwrap().push(action.clone());
+        // Load balancers take a while to delete, as in AWS: concurrent calls interleave, so an
+        // order that only holds because calls happen to run one after another fails here.
+        if let Action::Delete {
+            kind: Kind::LoadBalancer | Kind::ClassicLoadBalancer,
+            ..
+        } = action
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let text = action.to_string();
         {
             let mut faults = self.faults.lock().unwrap();
@@ -286,7 +300,11 @@ fn footprint() -> FakeCloud {
     };
     let foreign_group = Resource {
         references: vec![],
-        ..resource(Kind::SecurityGroup, "sg-other-cluster", tagged(&format!("{CLUSTER_TAG_PREFIX}c2"), "owned"))
+        ..resource(
+            Kind::SecurityGroup,
+            "sg-other-cluster",
+            tagged(&format!("{CLUSTER_TAG_PREFIX}c2"), "owned"),
+        )
     };
     FakeCloud::with(vec![
         lb1,
@@ -299,7 +317,11 @@ fn footprint() -> FakeCloud {
         eip,
         resource(Kind::Volume, "vol-data", owned()),
         foreign_group,
-        resource(Kind::SecurityGroup, "sg-shared", tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared")),
+        resource(
+            Kind::SecurityGroup,
+            "sg-shared",
+            tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared"),
+        ),
         resource(Kind::SecurityGroup, "sg-untagged", BTreeMap::new()),
         Resource {
             default_group: true,
@@ -338,7 +360,10 @@ async fn everything_owned_goes_in_dependency_order_and_nothing_else() {
     );
     let lb = lb("web", &[]).id;
     let tg = tg("web", &[]).id;
-    assert!(cloud.position(&lb) < cloud.position(&tg), "LB before its TG");
+    assert!(
+        cloud.position(&lb) < cloud.position(&tg),
+        "LB before its TG"
+    );
     assert!(cloud.position(&lb) < cloud.position("sg-lb"));
     assert!(cloud.position("legacy") < cloud.position("sg-lb"));
     assert!(cloud.position("eni-untagged") < cloud.position("sg-node"));
@@ -358,10 +383,21 @@ async fn everything_owned_goes_in_dependency_order_and_nothing_else() {
         .position(|a| matches!(a, Action::Delete { id, .. } if id == "eipalloc-1"))
         .expect("released");
     assert!(disassociate < release);
-    assert!(revoke < log.iter().position(|a| matches!(a, Action::Delete { id, .. } if id == "sg-lb")).expect("sg-lb"));
+    assert!(
+        revoke
+            < log
+                .iter()
+                .position(|a| matches!(a, Action::Delete { id, .. } if id == "sg-lb"))
+                .expect("sg-lb")
+    );
     // The fake refuses out-of-order deletes, so a refusal would show as an extra Delete call.
     assert_eq!(report.deleted.len(), 8, "{:?}", cloud.deletes());
-    assert_eq!(cloud.deletes().len(), 8, "no delete was refused: {:?}", cloud.deletes());
+    assert_eq!(
+        cloud.deletes().len(),
+        8,
+        "no delete was refused: {:?}",
+        cloud.deletes()
+    );
 }
 
 #[tokio::test]
@@ -397,10 +433,7 @@ async fn volumes_go_only_when_asked_and_never_while_attached() {
     assert_eq!(cloud.ids().len(), 2);
     let report = run(&cloud, &scope(TaskSet::of([Task::Volume]))).await;
     assert!(!report.complete);
-    assert_eq!(
-        cloud.ids(),
-        BTreeSet::from(["vol-attached".to_string()])
-    );
+    assert_eq!(cloud.ids(), BTreeSet::from(["vol-attached".to_string()]));
     let blocked = report.blocked();
     assert_eq!(blocked.len(), 1);
     assert_eq!(blocked[0].1, ["attached to i-123"]);
@@ -423,7 +456,10 @@ async fn a_group_in_use_by_something_not_ours_is_blocked_and_names_the_blocker()
     assert_eq!(blocked.len(), 1, "{report:?}");
     assert_eq!(blocked[0].0.id, "sg-lb");
     assert_eq!(blocked[0].1, ["network-interface/eni-elb"]);
-    assert!(cloud.deletes().is_empty(), "nothing is attempted while blocked");
+    assert!(
+        cloud.deletes().is_empty(),
+        "nothing is attempted while blocked"
+    );
     // The ENI goes (AWS removes it after its load balancer): the next teardown completes.
     cloud.resources.lock().unwrap().remove("eni-elb");
     assert!(run(&cloud, &scope(TaskSet::default())).await.complete);
@@ -434,14 +470,22 @@ async fn an_unexpected_dependency_violation_blocks_until_the_next_pass() {
     let cloud = FakeCloud::with(vec![resource(Kind::SecurityGroup, "sg-1", owned())]);
     cloud.fail(
         "delete security-group sg-1",
-        in_use("DependencyViolation", "resource sg-1 has a dependent object".into()),
+        in_use(
+            "DependencyViolation",
+            "resource sg-1 has a dependent object".into(),
+        ),
         1,
     );
     let report = run(&cloud, &scope(TaskSet::default())).await;
     assert!(!report.complete);
     let blocked = report.blocked();
     assert_eq!(blocked.len(), 1);
-    assert!(blocked[0].2.is_some_and(|e| e.starts_with("DependencyViolation")), "{blocked:?}");
+    assert!(
+        blocked[0]
+            .2
+            .is_some_and(|e| e.starts_with("DependencyViolation")),
+        "{blocked:?}"
+    );
     assert!(report.failures().is_empty());
     assert!(run(&cloud, &scope(TaskSet::default())).await.complete);
 }
@@ -467,8 +511,13 @@ async fn a_resource_retagged_after_discovery_is_left_alone() {
     let inventory = discover(&cloud, &scope).await.expect("discover");
     assert_eq!(inventory.collectable().count(), 1);
     // Someone marks it shared between the discovery and the delete.
-    cloud.resources.lock().unwrap().get_mut("sg-1").expect("sg-1").tags =
-        tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared");
+    cloud
+        .resources
+        .lock()
+        .unwrap()
+        .get_mut("sg-1")
+        .expect("sg-1")
+        .tags = tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared");
     let limits = limits();
     let metered = Metered {
         api: &cloud,
@@ -487,9 +536,15 @@ async fn describe_mode_finds_the_same_footprint_without_the_tagging_api() {
     let describe = footprint();
     let mut by_describe = scope(TaskSet::default());
     by_describe.discovery = Discovery::Describe;
-    let a = discover(&tagging, &scope(TaskSet::default())).await.expect("tagging");
+    let a = discover(&tagging, &scope(TaskSet::default()))
+        .await
+        .expect("tagging");
     let b = discover(&describe, &by_describe).await.expect("describe");
-    let ids = |i: &Inventory| i.collectable().map(|i| i.resource.id.clone()).collect::<Vec<_>>();
+    let ids = |i: &Inventory| {
+        i.collectable()
+            .map(|i| i.resource.id.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(ids(&a), ids(&b));
 }
 
@@ -511,12 +566,24 @@ fn arns_name_their_kind_and_delete_id() {
 #[test]
 fn shared_is_never_owned_and_the_controller_tag_is_opt_in() {
     let mut s = scope(TaskSet::default());
-    let shared = resource(Kind::SecurityGroup, "sg", tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared"));
+    let shared = resource(
+        Kind::SecurityGroup,
+        "sg",
+        tagged(&format!("{CLUSTER_TAG_PREFIX}{CLUSTER}"), "shared"),
+    );
     assert!(s.not_owned(&shared).is_some());
-    let lbc = resource(Kind::LoadBalancer, "arn", tagged(LOAD_BALANCER_CONTROLLER_TAG, CLUSTER));
+    let lbc = resource(
+        Kind::LoadBalancer,
+        "arn",
+        tagged(LOAD_BALANCER_CONTROLLER_TAG, CLUSTER),
+    );
     assert!(s.not_owned(&lbc).is_some());
     s.load_balancer_controller_tag = true;
     assert!(s.not_owned(&lbc).is_none());
-    let other = resource(Kind::LoadBalancer, "arn", tagged(LOAD_BALANCER_CONTROLLER_TAG, "c2"));
+    let other = resource(
+        Kind::LoadBalancer,
+        "arn",
+        tagged(LOAD_BALANCER_CONTROLLER_TAG, "c2"),
+    );
     assert!(s.not_owned(&other).is_some());
 }
