@@ -974,3 +974,201 @@ async fn volumes_go_only_when_asked() {
     assert!(!volumes.contains(&collected));
     drop(h.moto.log());
 }
+
+/// Runs `finale ARGS` with the server's kubeconfig; panics unless it exits 0.
+fn finale(h: &Harness, args: &[&str]) -> String {
+    let output = std::process::Command::new(binary())
+        .args(args)
+        .env("KUBECONFIG", &h.env.server.kubeconfig)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("run finale");
+    assert!(
+        output.status.success(),
+        "finale {args:?}: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+impl Harness {
+    /// Every resource moto holds, as `kind/name-or-id` (the engine's labels).
+    async fn everything(&self) -> BTreeSet<String> {
+        let mut all = BTreeSet::new();
+        let groups = self
+            .ec2
+            .describe_security_groups()
+            .send()
+            .await
+            .expect("groups");
+        for group in groups.security_groups() {
+            if group.group_name() != Some("default") {
+                all.insert(format!(
+                    "security-group/{}",
+                    group.group_name().unwrap_or_default()
+                ));
+            }
+        }
+        let lbs = self
+            .elbv2
+            .describe_load_balancers()
+            .send()
+            .await
+            .expect("LBs");
+        for lb in lbs.load_balancers() {
+            all.insert(format!(
+                "load-balancer/{}",
+                lb.load_balancer_name().unwrap_or_default()
+            ));
+        }
+        let tgs = self
+            .elbv2
+            .describe_target_groups()
+            .send()
+            .await
+            .expect("TGs");
+        for tg in tgs.target_groups() {
+            all.insert(format!(
+                "target-group/{}",
+                tg.target_group_name().unwrap_or_default()
+            ));
+        }
+        for eni in self.interface_ids().await {
+            all.insert(format!("network-interface/{eni}"));
+        }
+        all
+    }
+}
+
+/// `finale gc plan` lists exactly what the deletion then removes; `finale gc run` deletes
+/// nothing without `--yes` and sweeps with it; `gc disable` and `gc enable` flip the finalizer.
+#[tokio::test]
+async fn the_gc_cli_plans_what_deletion_removes_and_runs_only_with_yes() {
+    let h = Harness::start(&[]).await;
+    let mine = [owned("c1")];
+    let lb_group = h.security_group("lb", &mine).await;
+    let node_group = h.security_group("nodes", &mine).await;
+    let alb = h.load_balancer("web", &[&lb_group], &mine).await;
+    let tg = h.target_group("web", &mine).await;
+    h.listener(&alb, &tg).await;
+    h.network_interface(&[&node_group], &[]).await;
+    h.security_group("other", &[owned("c2")]).await;
+    h.security_group("untagged", &[]).await;
+    h.create_cluster("c1", json!({})).await;
+
+    let plan = finale(&h, &["gc", "plan", "c1", "-n", NAMESPACE]);
+    let planned: Vec<String> = plan
+        .lines()
+        .filter(|line| {
+            line.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            format!("{}/{}", fields[1], fields[2])
+        })
+        .collect();
+    assert_eq!(planned.len(), 5, "{plan}");
+    assert!(
+        planned.iter().position(|p| p == "load-balancer/web")
+            < planned.iter().position(|p| p == "security-group/lb"),
+        "{plan}"
+    );
+    let before = h.everything().await;
+    h.delete_cluster("c1").await;
+    h.wait_gone("c1").await;
+    let after = h.everything().await;
+    let removed: BTreeSet<String> = before.difference(&after).cloned().collect();
+    assert_eq!(
+        removed,
+        planned.into_iter().collect::<BTreeSet<_>>(),
+        "{plan}"
+    );
+
+    // Out of cluster: a dry run first.
+    let before = h.everything().await;
+    let dry = finale(
+        &h,
+        &[
+            "gc",
+            "run",
+            "--region",
+            REGION,
+            "--cluster-name",
+            "c2",
+            "--endpoint",
+            &h.moto.url(),
+        ],
+    );
+    assert!(dry.contains("nothing was deleted"), "{dry}");
+    assert!(dry.contains("other"), "{dry}");
+    assert_eq!(
+        h.everything().await,
+        before,
+        "a run without --yes deletes nothing"
+    );
+    let swept = finale(
+        &h,
+        &[
+            "gc",
+            "run",
+            "--region",
+            REGION,
+            "--cluster-name",
+            "c2",
+            "--endpoint",
+            &h.moto.url(),
+            "--yes",
+        ],
+    );
+    assert!(swept.contains("done: 1 deleted"), "{swept}");
+    assert_eq!(
+        h.everything().await,
+        BTreeSet::from(["security-group/untagged".to_string()])
+    );
+
+    // The switch, from the CLI.
+    h.create_cluster("c3", json!({})).await;
+    finale(&h, &["gc", "disable", "c3", "-n", NAMESPACE]);
+    let cluster = h.clusters().get("c3").await.expect("get");
+    assert!(!cluster.finalizers().contains(&GC_FINALIZER.to_string()));
+    assert_eq!(
+        cluster
+            .annotations()
+            .get("cloud.finale.dev/external-resource-gc")
+            .map(String::as_str),
+        Some("false")
+    );
+    finale(&h, &["gc", "enable", "c3", "-n", NAMESPACE]);
+    let cluster = h.clusters().get("c3").await.expect("get");
+    assert!(cluster.finalizers().contains(&GC_FINALIZER.to_string()));
+    finale(
+        &h,
+        &[
+            "gc",
+            "configure",
+            "c3",
+            "-n",
+            NAMESPACE,
+            "--task",
+            "volume",
+            "--task",
+            "load-balancer",
+        ],
+    );
+    let cluster = h.clusters().get("c3").await.expect("get");
+    assert_eq!(
+        cluster
+            .annotations()
+            .get("cloud.finale.dev/external-resource-gc-tasks")
+            .map(String::as_str),
+        Some("load-balancer,volume")
+    );
+    let status = finale(&h, &["gc", "status", "c3", "-n", NAMESPACE]);
+    assert!(status.contains("GC Enabled"), "{status}");
+}

@@ -106,7 +106,10 @@ fn ec2_filters(query: &Query, id_filter: &str) -> Vec<Vec<Filter>> {
             .chunks(FILTER_CHUNK)
             .map(|chunk| vec![filter(id_filter, chunk)])
             .collect(),
-        Query::Tagged { key, value } => vec![vec![filter(&format!("tag:{key}"), &[value.clone()])]],
+        Query::Tagged { key, value } => vec![vec![filter(
+            &format!("tag:{key}"),
+            std::slice::from_ref(value),
+        )]],
         Query::UsingGroups(groups) => groups
             .chunks(FILTER_CHUNK)
             .map(|chunk| vec![filter("group-id", chunk)])

@@ -112,7 +112,8 @@ mod tests {
             body.contains("unknown external-resource GC task \"volumes\""),
             "{body}"
         );
-        assert!(body.contains(&field(TASKS_ANNOTATION)), "{body}");
+        let cause = errors[0].to_status_cause();
+        assert_eq!(cause["field"], field(TASKS_ANNOTATION), "{cause}");
         let errors = validate(&with(json!({GC_ANNOTATION: "off"})), None);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(hook_for("cloud.finale.dev", "CloudCluster").is_some());

@@ -228,7 +228,7 @@ impl Inventory {
             .collectable()
             .map(|i| (i.resource.clone(), self.blockers(&i.resource)))
             .collect();
-        pending.sort_by(|a, b| (a.0.kind.rank(), a.0.label()).cmp(&(b.0.kind.rank(), b.0.label())));
+        pending.sort_by_key(|a| (a.0.kind.rank(), a.0.label()));
         let mut placed: BTreeSet<String> = BTreeSet::new();
         let mut order = Vec::new();
         loop {
@@ -408,10 +408,7 @@ pub async fn discover(api: &dyn CloudApi, scope: &Scope) -> Result<Inventory, Cl
             });
         }
     }
-    items.sort_by(|a, b| {
-        (a.resource.kind.rank(), a.resource.label())
-            .cmp(&(b.resource.kind.rank(), b.resource.label()))
-    });
+    items.sort_by_key(|item| (item.resource.kind.rank(), item.resource.label()));
     Ok(Inventory { items })
 }
 
