@@ -1062,16 +1062,10 @@ async fn the_gc_cli_plans_what_deletion_removes_and_runs_only_with_yes() {
     let plan = finale(&h, &["gc", "plan", "c1", "-n", NAMESPACE]);
     let planned: Vec<String> = plan
         .lines()
-        .filter(|line| {
-            line.trim_start()
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_digit())
-        })
-        .map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            format!("{}/{}", fields[1], fields[2])
-        })
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        // `STEP TYPE RESOURCE WAITS-FOR` rows; not the header nor the `N to delete` total.
+        .filter(|fields| fields.len() >= 4 && fields[0].parse::<u32>().is_ok())
+        .map(|fields| format!("{}/{}", fields[1], fields[2]))
         .collect();
     assert_eq!(planned.len(), 5, "{plan}");
     assert!(
