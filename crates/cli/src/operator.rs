@@ -300,7 +300,8 @@ async fn run_operators(
             )
             .await?;
         }
-        if which.contains(&Bundled::CloudGc) {
+        // The tenant operator creates CloudClusters too.
+        if which.contains(&Bundled::CloudGc) || which.contains(&Bundled::Tenant) {
             install_crd(
                 client.clone(),
                 &finale_operator_cloud_gc::custom_resource_definition(),

@@ -1166,3 +1166,108 @@ async fn the_gc_cli_plans_what_deletion_removes_and_runs_only_with_yes() {
     let status = finale(&h, &["gc", "status", "c3", "-n", NAMESPACE]);
     assert!(status.contains("GC Enabled"), "{status}");
 }
+
+/// A Tenant with a `cloud` template gets a CloudCluster in its first namespace, owned by it;
+/// deleting the Tenant waits until the cloud footprint is gone.
+#[tokio::test]
+async fn a_tenant_waits_for_its_cloud_footprint() {
+    use finale_operator_tenant::Tenant;
+    let h = Harness::start(&[]).await;
+    let mut tenant_operator = OperatorProcess::start(
+        binary(),
+        "tenant",
+        &h.env.server.kubeconfig,
+        h.env.dir.path(),
+        "tenant-1",
+        &["--lease-duration", "3s", "--max-backoff", "2s"],
+    )
+    .expect("start the tenant operator");
+    let mine = [owned("acme")];
+    let group = h.security_group("lb", &mine).await;
+    h.load_balancer("web", &[&group], &mine).await;
+    // Hold the teardown at the security group, to see the tenant wait.
+    h.proxy.refuse(Refusal {
+        action: "DeleteSecurityGroup".into(),
+        contains: group.clone(),
+        code: "DependencyViolation".into(),
+        message: "held by the test".into(),
+        times: None,
+        until_seen: None,
+    });
+    let tenants: Api<Tenant> = Api::all(h.client.clone());
+    let tenant: Tenant = serde_json::from_value(json!({
+        "apiVersion": "finale.dev/v1alpha1", "kind": "Tenant",
+        "metadata": {"name": "acme"},
+        "spec": {
+            "namespaces": {"names": ["acme-a", "acme-b"]},
+            "cloud": {
+                "provider": "aws", "region": REGION, "endpoint": h.proxy.url(),
+                "credentialsSecretRef": {"namespace": NAMESPACE, "name": "aws"},
+            },
+        },
+    }))
+    .expect("a Tenant");
+    h.eventually("the Tenant CRD is served", async || {
+        tenants.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await;
+    tenants
+        .create(&PostParams::default(), &tenant)
+        .await
+        .expect("create the Tenant");
+    let clusters: Api<CloudCluster> = Api::namespaced(h.client.clone(), "acme-a");
+    let cluster = h
+        .eventually("the tenant's CloudCluster is armed", async || {
+            let c = clusters.get_opt("cloud").await.ok().flatten()?;
+            c.finalizers()
+                .contains(&GC_FINALIZER.to_string())
+                .then_some(c)
+        })
+        .await;
+    let owner = &cluster.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Tenant", "acme")
+    );
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(owner.block_owner_deletion, Some(true));
+    assert!(
+        Api::<CloudCluster>::namespaced(h.client.clone(), "acme-b")
+            .get_opt("cloud")
+            .await
+            .expect("get")
+            .is_none(),
+        "only the first namespace holds it"
+    );
+
+    tenants
+        .delete("acme", &DeleteParams::default())
+        .await
+        .expect("delete the Tenant");
+    h.eventually("the load balancer is deleted", async || {
+        h.load_balancer_arns().await.is_empty().then_some(())
+    })
+    .await;
+    h.eventually("the security group delete was refused", async || {
+        (!h.proxy.refused().is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        tenants.get_opt("acme").await.expect("get").is_some(),
+        "the tenant waits for its cloud footprint"
+    );
+    h.proxy.clear_rules();
+    h.eventually("the Tenant is gone", async || {
+        tenants
+            .get_opt("acme")
+            .await
+            .ok()
+            .and_then(|t| t.is_none().then_some(()))
+    })
+    .await;
+    assert!(
+        h.group_ids().await.is_empty(),
+        "the footprint went before the tenant"
+    );
+    tenant_operator.stop().expect("stop the tenant operator");
+}

@@ -25,12 +25,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use finale_operator::backoff::{Backoff, RateLimit, RateLimits};
+use finale_operator::claims::OtherFinalizer;
 use finale_operator::condition::{self, READY};
 use finale_operator::error::permanent_with_remedy;
 use finale_operator::events::EventType;
+use finale_operator::finalizers;
 use finale_operator::runtime::{Applied, Cleanup, Context, Reconciler};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -41,6 +43,10 @@ use crate::engine::{self, Discovery, Disposition, Outcome, Report, Scope};
 
 /// Held by every CloudCluster whose cloud resources are deleted with it.
 pub const GC_FINALIZER: &str = "cloud.finale.dev/external-resource-gc";
+
+/// Put on a credentials Secret while a CloudCluster with GC enabled uses it: deleting the
+/// namespace would otherwise remove the credentials before the cloud resources are deleted.
+pub const SECRET_IN_USE_FINALIZER: &str = "cloud.finale.dev/in-use-by-cloudclusters";
 
 /// The Secret keys of static credentials (CAPA's `AWSClusterStaticIdentity` keys).
 pub const ACCESS_KEY_ID_KEY: &str = "AccessKeyID";
@@ -243,6 +249,71 @@ pub fn inventory_items(report: &Report) -> Vec<InventoryItem> {
         .collect()
 }
 
+/// Keeps the credentials Secret of `cluster` from going while GC may still need it.
+async fn protect_secret(client: &Client, cluster: &CloudCluster) -> anyhow::Result<()> {
+    let Some(reference) = &cluster.spec.credentials_secret_ref else {
+        return Ok(());
+    };
+    let namespace = cluster.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let Some(secret) = secrets
+        .get_opt(&reference.name)
+        .await
+        .with_context(|| format!("reading Secret {namespace}/{}", reference.name))?
+    else {
+        return Ok(());
+    };
+    if let Some(patch) = finalizers::add_patch(
+        secret.metadata.finalizers.as_deref(),
+        &[SECRET_IN_USE_FINALIZER],
+    ) {
+        finalizers::send(&secrets, &secret, patch)
+            .await
+            .with_context(|| format!("protecting Secret {namespace}/{}", reference.name))?;
+    }
+    Ok(())
+}
+
+/// Takes [`SECRET_IN_USE_FINALIZER`] off the Secret `cluster` uses, unless another CloudCluster
+/// with GC pending still uses it.
+async fn release_secret(client: &Client, cluster: &CloudCluster) -> anyhow::Result<()> {
+    let Some(reference) = &cluster.spec.credentials_secret_ref else {
+        return Ok(());
+    };
+    let namespace = cluster.namespace().unwrap_or_default();
+    let others = api(client, cluster)
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing CloudClusters in {namespace}"))?;
+    let still_needed = others.items.iter().any(|other| {
+        other.uid() != cluster.uid()
+            && other.spec.credentials_secret_ref.as_ref() == Some(reference)
+            && other.finalizers().iter().any(|f| f == GC_FINALIZER)
+    });
+    if still_needed {
+        return Ok(());
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let Some(secret) = secrets
+        .get_opt(&reference.name)
+        .await
+        .with_context(|| format!("reading Secret {namespace}/{}", reference.name))?
+    else {
+        return Ok(());
+    };
+    if let Some(patch) = finalizers::remove_patch(secret.finalizers(), SECRET_IN_USE_FINALIZER) {
+        match finalizers::send(&secrets, &secret, patch).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("releasing Secret {namespace}/{}", reference.name));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `a, b, c (and N more)`.
 fn some_of(labels: &[String], limit: usize) -> String {
     let mut text = labels
@@ -387,7 +458,20 @@ impl Reconciler for CloudGcReconciler {
         self.enabled(cluster)
     }
 
-    fn cleans_up(&self, _finalizer: &str) -> &'static [&'static str] {
+    fn other_finalizers(&self) -> &'static [OtherFinalizer] {
+        &[OtherFinalizer {
+            finalizer: SECRET_IN_USE_FINALIZER,
+            group: "",
+            resource: "secrets",
+        }]
+    }
+
+    fn cleans_up(&self, finalizer: &str) -> &'static [&'static str] {
+        if finalizer == SECRET_IN_USE_FINALIZER {
+            return &[
+                "nothing: it keeps cloud credentials until the CloudClusters using them have deleted their cloud resources",
+            ];
+        }
         &[
             "cloud resources tagged kubernetes.io/cluster/<name>=owned: load balancers, target groups, security groups, network interfaces, Elastic IPs (and EBS volumes when asked)",
         ]
@@ -456,6 +540,11 @@ impl Reconciler for CloudGcReconciler {
         }
         let name = recorded.unwrap_or(wanted);
         let tasks = tasks(&cluster).map_err(anyhow::Error::msg)?;
+        if self.enabled(&cluster) {
+            protect_secret(&context.client, &cluster).await?;
+        } else {
+            release_secret(&context.client, &cluster).await?;
+        }
         let (gc, reason, message) = if self.enabled(&cluster) {
             (
                 "Enabled",
@@ -504,6 +593,7 @@ impl Reconciler for CloudGcReconciler {
                     format!("{GC_ANNOTATION} is \"false\": the cluster's cloud resources are left in place"),
                 )
                 .await;
+            release_secret(&context.client, &cluster).await?;
             return Ok(Cleanup::Done);
         }
         let problems = annotations::problems(
@@ -558,6 +648,7 @@ impl Reconciler for CloudGcReconciler {
         self.record(context, &cluster, &report).await?;
         if report.complete {
             self.blocked_state().remove(&uid);
+            release_secret(&context.client, &cluster).await?;
             return Ok(Cleanup::Done);
         }
         let failures = report.failures();
