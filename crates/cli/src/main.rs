@@ -4,6 +4,7 @@ mod cluster;
 mod explain;
 mod fallback;
 mod finalize;
+mod gc;
 mod operator;
 mod plan;
 mod tree;
@@ -53,6 +54,10 @@ enum Command {
     /// deleted, orphaned, kept, and what will hang. Exit code: 0 it will complete, 2 it will
     /// hang, 1 error.
     Plan(plan::PlanArgs),
+    /// External-resource GC of CloudClusters: enable, disable, configure, plan, status, and a
+    /// one-shot sweep of an account (`run`).
+    #[command(subcommand)]
+    Gc(gc::Gc),
 }
 
 #[derive(clap::Args)]
@@ -75,7 +80,7 @@ struct ServerArgs {
     /// `500ms`, `5s`). Upstream always waits 5 s; Finale needs no wait by default.
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = humantime::parse_duration)]
     namespace_deletion_delay: std::time::Duration,
-    /// Also run the bundled operators (database, tenant) in this process, against this
+    /// Also run the bundled operators (database, tenant, cloud-gc) in this process, against this
     /// server's HTTPS endpoint.
     #[arg(long)]
     with_operators: bool,
@@ -232,6 +237,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Tree(args) => runtime.block_on(tree::run(args)),
         Command::Finalize(args) => runtime.block_on(finalize::run(args)),
         Command::Plan(args) => runtime.block_on(plan::run(args)),
+        Command::Gc(command) => runtime.block_on(gc::run(command)),
     }
 }
 

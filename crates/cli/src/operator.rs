@@ -25,8 +25,11 @@ pub enum Operator {
     Database(DatabaseArgs),
     /// Tenants (`tenants.finale.dev`): namespaces, and a database in each, that go with them.
     Tenant(TenantArgs),
+    /// External-resource GC (`cloudclusters.cloud.finale.dev`): a cluster's cloud resources
+    /// (load balancers, target groups, security groups, ENIs, Elastic IPs) go with its object.
+    CloudGc(CloudGcArgs),
     /// Every bundled operator in one process.
-    All(DatabaseArgs),
+    All(AllArgs),
 }
 
 #[derive(clap::Args)]
@@ -74,6 +77,73 @@ pub struct DatabaseArgs {
     common: CommonArgs,
     #[command(flatten)]
     ddl: DdlArgs,
+}
+
+#[derive(clap::Args)]
+pub struct CloudGcArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    gc: GcArgs,
+}
+
+#[derive(clap::Args)]
+pub struct AllArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    ddl: DdlArgs,
+    #[command(flatten)]
+    gc: GcArgs,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct GcArgs {
+    /// Collect the cloud resources of CloudClusters that carry no
+    /// `cloud.finale.dev/external-resource-gc` annotation. `false` marks such clusters opted out
+    /// (the annotation set to "false"), so turning it on later changes no existing cluster;
+    /// `finale gc enable` does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    external_resource_gc: bool,
+    /// How owned resources are found: `tagging` (the Resource Groups Tagging API, plus
+    /// Describe calls for what it misses) or `describe` (Describe calls only, for accounts that
+    /// cannot reach the tagging API).
+    #[arg(long, default_value = "tagging")]
+    discovery: finale_operator_cloud_gc::engine::Discovery,
+    /// Cloud API calls per second allowed toward each account.
+    #[arg(long, default_value_t = 20)]
+    cloud_api_rate: u32,
+    /// Cloud API calls allowed in a burst above the rate.
+    #[arg(long, default_value_t = 40)]
+    cloud_api_burst: u32,
+    /// Cloud deletes in flight at once per cluster.
+    #[arg(long, default_value_t = 8)]
+    gc_concurrency: u16,
+}
+
+impl Default for GcArgs {
+    fn default() -> Self {
+        GcArgs {
+            external_resource_gc: true,
+            discovery: finale_operator_cloud_gc::engine::Discovery::Tagging,
+            cloud_api_rate: 20,
+            cloud_api_burst: 40,
+            gc_concurrency: 8,
+        }
+    }
+}
+
+impl GcArgs {
+    fn settings(&self) -> anyhow::Result<finale_operator_cloud_gc::GcSettings> {
+        Ok(finale_operator_cloud_gc::GcSettings {
+            enabled: self.external_resource_gc,
+            discovery: self.discovery,
+            concurrency: usize::from(self.gc_concurrency.max(1)),
+            account_rate: RateLimit::new(self.cloud_api_rate, self.cloud_api_burst)
+                .context("--cloud-api-rate and --cloud-api-burst must be at least 1")?,
+            ..finale_operator_cloud_gc::GcSettings::default()
+        })
+    }
 }
 
 #[derive(clap::Args, Clone, Copy)]
@@ -141,24 +211,51 @@ pub struct TenantArgs {
 pub enum Bundled {
     Database,
     Tenant,
+    CloudGc,
 }
 
 pub async fn run(operator: Operator) -> anyhow::Result<()> {
     // kube's rustls needs a process-wide provider when more than one is linked in.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (which, common, ddl) = match operator {
-        Operator::Database(args) => (vec![Bundled::Database], args.common, args.ddl),
-        Operator::Tenant(args) => (vec![Bundled::Tenant], args.common, DdlArgs::default()),
-        Operator::All(args) => (
-            vec![Bundled::Database, Bundled::Tenant],
+    let (which, common, ddl, gc) = match operator {
+        Operator::Database(args) => (
+            vec![Bundled::Database],
             args.common,
             args.ddl,
+            GcArgs::default(),
+        ),
+        Operator::Tenant(args) => (
+            vec![Bundled::Tenant],
+            args.common,
+            DdlArgs::default(),
+            GcArgs::default(),
+        ),
+        Operator::CloudGc(args) => (
+            vec![Bundled::CloudGc],
+            args.common,
+            DdlArgs::default(),
+            args.gc,
+        ),
+        Operator::All(args) => (
+            vec![Bundled::Database, Bundled::Tenant, Bundled::CloudGc],
+            args.common,
+            args.ddl,
+            args.gc,
         ),
     };
     let clients = clients(&common).await?;
     let metrics_listener = bind_metrics(common.metrics_addr, "--metrics-addr").await?;
     let shutdown = shutdown_on_signals()?;
-    run_operators(clients, &which, &common, ddl, metrics_listener, shutdown).await
+    run_operators(
+        clients,
+        &which,
+        &common,
+        ddl,
+        &gc,
+        metrics_listener,
+        shutdown,
+    )
+    .await
 }
 
 /// Binds the metrics address now, so that a taken port fails the start with a message that
@@ -178,6 +275,7 @@ async fn run_operators(
     which: &[Bundled],
     common: &CommonArgs,
     ddl: DdlArgs,
+    gc: &GcArgs,
     metrics_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -185,6 +283,7 @@ async fn run_operators(
     let limit = RateLimit::new(ddl.ddl_rate, ddl.ddl_burst)
         .context("--ddl-rate and --ddl-burst must be at least 1")?;
     let pg_timeouts = ddl.timeouts()?;
+    let gc_settings = gc.settings()?;
     if !common.skip_crd_install {
         // The tenant operator creates Databases, so their CRD goes in with it too.
         install_crd(
@@ -197,6 +296,15 @@ async fn run_operators(
             install_crd(
                 client.clone(),
                 &finale_operator_tenant::custom_resource_definition(),
+                "finale-operators",
+            )
+            .await?;
+        }
+        // The tenant operator creates CloudClusters too.
+        if which.contains(&Bundled::CloudGc) || which.contains(&Bundled::Tenant) {
+            install_crd(
+                client.clone(),
+                &finale_operator_cloud_gc::custom_resource_definition(),
                 "finale-operators",
             )
             .await?;
@@ -224,6 +332,14 @@ async fn run_operators(
                 &mut running,
                 finale_operator_tenant::TenantReconciler,
                 settings(common, "tenant"),
+            ),
+            Bundled::CloudGc => shared.spawn(
+                &mut running,
+                finale_operator_cloud_gc::CloudGcReconciler::new(
+                    Arc::new(finale_cloud_aws::AwsConnector),
+                    gc_settings.clone(),
+                ),
+                settings(common, "cloud-gc"),
             ),
         }
     }
@@ -376,9 +492,10 @@ impl InProcess {
         let task = tokio::spawn(async move {
             run_operators(
                 clients,
-                &[Bundled::Database, Bundled::Tenant],
+                &[Bundled::Database, Bundled::Tenant, Bundled::CloudGc],
                 &common,
                 DdlArgs::default(),
+                &GcArgs::default(),
                 metrics_listener,
                 stop,
             )

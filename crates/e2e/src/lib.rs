@@ -686,6 +686,8 @@ impl Drop for Etcd {
         let _ = self.stop();
     }
 }
+pub mod aws_proxy;
+pub mod moto;
 pub mod operator;
 pub mod postgres;
 pub mod stall_proxy;

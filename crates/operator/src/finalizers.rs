@@ -133,6 +133,40 @@ pub fn remove_all_patch(current: &[String], names: &[&str]) -> Option<JsonPatch>
     ]))
 }
 
+/// The patch that makes a live object carry exactly the `wanted` ones of an operator's
+/// finalizers: appends the missing names of `wanted` and drops every name of `unwanted`, in one
+/// write guarded by a `test` of the whole list. `None` when the list is already right.
+pub fn sync_patch(
+    current: Option<&[String]>,
+    wanted: &[&str],
+    unwanted: &[&str],
+) -> Option<JsonPatch> {
+    let existing = current.unwrap_or_default();
+    if !existing.iter().any(|f| unwanted.contains(&f.as_str())) {
+        return add_patch(current, wanted);
+    }
+    let mut next: Vec<String> = existing
+        .iter()
+        .filter(|f| !unwanted.contains(&f.as_str()))
+        .cloned()
+        .collect();
+    for name in wanted {
+        if !next.iter().any(|f| f == name) {
+            next.push(name.to_string());
+        }
+    }
+    Some(JsonPatch(vec![
+        PatchOperation::Test(TestOperation {
+            path: finalizers_pointer(None),
+            value: Value::from(existing.to_vec()),
+        }),
+        PatchOperation::Replace(ReplaceOperation {
+            path: finalizers_pointer(None),
+            value: Value::from(next),
+        }),
+    ]))
+}
+
 /// Sends `patch` to `object` and returns the object as stored afterwards.
 pub async fn send<K>(api: &Api<K>, object: &K, patch: JsonPatch) -> Result<K, kube::Error>
 where
@@ -158,6 +192,26 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn syncing_drops_the_unwanted_and_adds_the_wanted_in_one_guarded_write() {
+        let current = names(&["other/x", "a/gc"]);
+        let patch = sync_patch(Some(&current), &[], &["a/gc"]).expect("patch");
+        assert_eq!(
+            serde_json::to_value(&patch).expect("json"),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other/x", "a/gc"]},
+                {"op": "replace", "path": "/metadata/finalizers", "value": ["other/x"]},
+            ])
+        );
+        assert!(sync_patch(Some(&names(&["other/x"])), &[], &["a/gc"]).is_none());
+        assert!(sync_patch(Some(&current), &["a/gc"], &[]).is_none());
+        let added = sync_patch(None, &["a/gc"], &["a/other"]).expect("patch");
+        assert_eq!(
+            serde_json::to_value(&added).expect("json")[1],
+            json!({"op": "add", "path": "/metadata/finalizers", "value": ["a/gc"]})
+        );
     }
 
     #[test]

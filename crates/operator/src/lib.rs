@@ -5,7 +5,8 @@
 //! An operator implements [`runtime::Reconciler`]: an *apply* callback for live objects and a
 //! *cleanup* callback per finalizer. [`runtime::run`] does the rest:
 //!
-//! - adds every finalizer of the operator to each live object, before *apply* runs;
+//! - adds every finalizer of the operator to each live object, before *apply* runs (an
+//!   operator may opt a live object out of one: [`runtime::Reconciler::wants_finalizer`]);
 //! - on deletion, runs the cleanup steps in their declared order, one finalizer at a time,
 //!   and removes a finalizer only after its step reports [`runtime::Cleanup::Done`]; a step can
 //!   report [`runtime::Cleanup::InProgress`] to be checked again later;

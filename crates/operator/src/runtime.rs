@@ -102,6 +102,15 @@ pub trait Reconciler: Send + Sync + 'static {
     /// first, the next only once it is gone.
     fn finalizers(&self) -> &'static [&'static str];
 
+    /// Whether the live `object` should carry `finalizer` now. By default every finalizer is
+    /// wanted. An operator whose cleanup a person can switch off per object (an opt-out
+    /// annotation) answers `false` for it: the toolkit then takes that finalizer off the live
+    /// object, and puts it back once this answers `true` again. Never consulted for terminating
+    /// objects, whose finalizers only their cleanup removes.
+    fn wants_finalizer(&self, _object: &Self::Resource, _finalizer: &str) -> bool {
+        true
+    }
+
     /// What cleaning up `finalizer` removes, for people ("PostgreSQL database"): the
     /// `cleansUp` of its `FinalizerClaim` ([`crate::claims`]).
     fn cleans_up(&self, _finalizer: &str) -> &'static [&'static str] {
@@ -690,7 +699,8 @@ fn update_terminating_gauge<R: Reconciler>(shared: &Shared<R>) {
         .set_terminating(shared.reconciler.name(), count);
 }
 
-/// A live object: make sure it carries every finalizer, then let the operator converge.
+/// A live object: make sure it carries every finalizer it should ([`Reconciler::wants_finalizer`]),
+/// then let the operator converge.
 async fn converge<R>(object: Arc<R::Resource>, shared: &Shared<R>) -> Result<Pass, Error>
 where
     R: Reconciler,
@@ -699,7 +709,12 @@ where
     let context = &shared.context;
     let key = object_key(&*object);
     let current = object.meta().finalizers.as_deref();
-    let object = match finalizers::add_patch(current, shared.reconciler.finalizers()) {
+    let (wanted, unwanted): (Vec<&str>, Vec<&str>) = shared
+        .reconciler
+        .finalizers()
+        .iter()
+        .partition(|finalizer| shared.reconciler.wants_finalizer(&object, finalizer));
+    let object = match finalizers::sync_patch(current, &wanted, &unwanted) {
         Some(patch) => {
             let api = api_of(context.client.clone(), &*object);
             match finalizers::send(&api, &*object, patch).await {

@@ -1173,7 +1173,8 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             builtin: false,
             printer_columns,
             schema: Some(Arc::new(schema)),
-            validation: None,
+            // The few kinds whose metadata the server checks itself.
+            validation: crate::registry::cloud_gc::hook_for(group, kind),
             // Filled in by the CRD controller, which knows the whole definition's state.
             storage_version: None,
             definition_terminating: false,

@@ -20,6 +20,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 mod admit;
+pub mod cloud_gc;
 pub mod provenance;
 
 pub use admit::manager_from_user_agent;

@@ -44,6 +44,10 @@ pub struct TenantSpec {
     /// A Database to create in every namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseTemplate>,
+    /// A `CloudCluster` (the tenant's cloud footprint) to create in the first namespace, owned
+    /// by the tenant: deleting the tenant waits until its cloud resources are gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud: Option<CloudTemplate>,
     /// A group bound to the `admin` ClusterRole in every namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_group: Option<String>,
@@ -76,6 +80,31 @@ pub struct DatabaseTemplate {
     pub deletion_policy: DeletionPolicy,
     /// The Secret holding the PostgreSQL connection URL, in any namespace.
     pub connection_secret_ref: NamespacedSecretKeyRef,
+}
+
+/// The CloudCluster made in the tenant's first namespace, named `cloud`. Its credentials
+/// Secret (if any) is copied there as `tenant-cloud-credentials`. Applied when the CloudCluster
+/// is created; later edits do not change an existing one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudTemplate {
+    pub provider: finale_operator_cloud_gc::crd::Provider,
+    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A Secret with `AccessKeyID` and `SecretAccessKey`, in any namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<NamespacedSecretRef>,
+    /// Default: the tenant's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespacedSecretRef {
+    pub namespace: String,
+    pub name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -16,6 +16,7 @@ use std::time::Duration;
 use finale_operator::condition::{self, READY};
 use finale_operator::events::EventType;
 use finale_operator::runtime::{Applied, Cleanup, Context, Reconciler};
+use finale_operator_cloud_gc::{CloudCluster, CloudClusterSpec};
 use finale_operator_database::connection::CA_KEY;
 use finale_operator_database::{Database, DatabaseSpec, SecretKeyRef};
 use k8s_openapi::ByteString;
@@ -39,6 +40,10 @@ pub const CONNECTION_SECRET: &str = "tenant-database-connection";
 /// The Database in each namespace.
 pub const DATABASE_NAME: &str = "database";
 const ADMIN_BINDING: &str = "tenant-admins";
+/// The CloudCluster in the first namespace (with a `cloud` template).
+pub const CLOUD_CLUSTER_NAME: &str = "cloud";
+/// The copy of the cloud credentials Secret next to it.
+pub const CLOUD_SECRET: &str = "tenant-cloud-credentials";
 const FINALIZERS: &[&str] = &[NAMESPACES_FINALIZER];
 /// How often a tenant whose namespaces are still going is looked at, besides the watches.
 const TEARDOWN_RECHECK: Duration = Duration::from_secs(10);
@@ -195,6 +200,63 @@ impl TenantReconciler {
                 .with_context(|| format!("updating namespace {name}"))?;
         }
         Ok(NamespaceState::Ready)
+    }
+
+    /// The tenant's CloudCluster in its first namespace, owned by the tenant (controller,
+    /// `blockOwnerDeletion`), with a copy of the credentials Secret.
+    async fn ensure_cloud(client: &Client, tenant: &Tenant, namespace: &str) -> anyhow::Result<()> {
+        let Some(template) = &tenant.spec.cloud else {
+            return Ok(());
+        };
+        let tenant_name = tenant.name_any();
+        let labels = BTreeMap::from([(TENANT_LABEL.to_string(), tenant_name.clone())]);
+        let mut credentials = None;
+        if let Some(source) = &template.credentials_secret_ref {
+            let sources: Api<Secret> = Api::namespaced(client.clone(), &source.namespace);
+            let secret = sources
+                .get_opt(&source.name)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("reading Secret {}/{}: {e}", source.namespace, source.name)
+                })?
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "Secret {}/{} not found: it holds the cloud credentials of the tenant",
+                        source.namespace,
+                        source.name
+                    )
+                })?;
+            let copy = Secret {
+                metadata: ObjectMeta {
+                    name: Some(CLOUD_SECRET.to_string()),
+                    labels: Some(labels.clone()),
+                    ..ObjectMeta::default()
+                },
+                data: secret.data.clone(),
+                string_data: secret.string_data.clone(),
+                ..Secret::default()
+            };
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+            create_if_missing(&secrets, &copy, CLOUD_SECRET).await?;
+            credentials = Some(finale_operator_cloud_gc::crd::SecretRef {
+                name: CLOUD_SECRET.to_string(),
+            });
+        }
+        let mut cluster = CloudCluster::new(
+            CLOUD_CLUSTER_NAME,
+            CloudClusterSpec {
+                provider: template.provider,
+                region: template.region.clone(),
+                endpoint: template.endpoint.clone(),
+                credentials_secret_ref: credentials,
+                cluster_name: Some(template.cluster_name.clone().unwrap_or(tenant_name)),
+                load_balancer_controller_tags: false,
+            },
+        );
+        cluster.metadata.labels = Some(labels);
+        cluster.metadata.owner_references = owner_reference(tenant).map(|r| vec![r]);
+        let clusters: Api<CloudCluster> = Api::namespaced(client.clone(), namespace);
+        create_if_missing(&clusters, &cluster, CLOUD_CLUSTER_NAME).await
     }
 
     async fn ensure_contents(
@@ -448,6 +510,9 @@ impl Reconciler for TenantReconciler {
                 NamespaceState::Waiting(why) => waiting.push(format!("{name}: {why}")),
                 state @ (NamespaceState::Created | NamespaceState::Ready) => {
                     Self::ensure_contents(client, &tenant, name).await?;
+                    if Some(name) == desired.first() {
+                        Self::ensure_cloud(client, &tenant, name).await?;
+                    }
                     if matches!(state, NamespaceState::Created) {
                         context
                             .event(
@@ -585,6 +650,7 @@ mod tests {
                 annotations: BTreeMap::new(),
                 database: None,
                 admin_group: None,
+                cloud: None,
             },
         )
     }
