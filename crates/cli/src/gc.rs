@@ -134,7 +134,45 @@ fn parse_tasks(tasks: &[String]) -> anyhow::Result<TaskSet> {
     TaskSet::parse(&tasks.join(",")).map_err(anyhow::Error::msg)
 }
 
+/// How many times `gc enable|disable` re-reads and retries when the operator wrote the object
+/// between our read and our patch (its finalizer list is guarded by resourceVersion).
+const CONFLICT_RETRIES: usize = 5;
+
 async fn switch(named: &Named, on: bool) -> anyhow::Result<std::process::ExitCode> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match switch_once(named, on).await {
+            Err(error) if attempt < CONFLICT_RETRIES && is_conflict(&error) => {
+                tracing::debug!(attempt, "CloudCluster changed under us; reading it again");
+            }
+            Err(error) => return Err(error),
+            Ok(()) => break,
+        }
+    }
+    println!(
+        "cloudcluster {}/{}: external-resource GC {}",
+        named.kube.namespace,
+        named.name,
+        if on {
+            "enabled"
+        } else {
+            "disabled: its cloud resources stay when it is deleted"
+        }
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn is_conflict(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(status)) if status.code == 409
+        )
+    })
+}
+
+async fn switch_once(named: &Named, on: bool) -> anyhow::Result<()> {
     let (client, cluster) = cluster(&named.kube, &named.name).await?;
     let api: Api<CloudCluster> = Api::namespaced(client, &named.kube.namespace);
     let value = if on { "true" } else { "false" };
@@ -166,17 +204,7 @@ async fn switch(named: &Named, on: bool) -> anyhow::Result<std::process::ExitCod
             named.kube.namespace, named.name
         )
     })?;
-    println!(
-        "cloudcluster {}/{}: external-resource GC {}",
-        named.kube.namespace,
-        named.name,
-        if on {
-            "enabled"
-        } else {
-            "disabled: its cloud resources stay when it is deleted"
-        }
-    );
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(())
 }
 
 async fn configure(args: Configure) -> anyhow::Result<std::process::ExitCode> {

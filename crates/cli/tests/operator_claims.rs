@@ -1,6 +1,6 @@
-//! `finale server --with-operators`: the bundled Database and Tenant operators declare their
-//! finalizers as `FinalizerClaim`s through the toolkit, and the server reads them as live
-//! (their leader Leases are held and renewed), as kubectl shows them.
+//! `finale server --with-operators`: the bundled Database, Tenant and CloudCluster operators
+//! declare their finalizers as `FinalizerClaim`s through the toolkit, and the server reads them
+//! as live (their leader Leases are held and renewed), as kubectl shows them.
 
 mod common;
 
@@ -11,7 +11,12 @@ use finale_e2e::{FinaleServer, Kubectl};
 use serde_json::Value;
 
 #[test]
-fn with_operators_the_database_and_tenant_claims_are_present_and_live() {
+fn with_operators_the_bundled_operators_claims_are_present_and_live() {
+    const OPERATORS: [&str; 3] = [
+        "finale-database-operator",
+        "finale-tenant-operator",
+        "finale-cloud-gc-operator",
+    ];
     let dir = tempfile::tempdir().expect("tempdir");
     let server = FinaleServer::start_with(
         binary(),
@@ -33,7 +38,7 @@ fn with_operators_the_database_and_tenant_claims_are_present_and_live() {
                 claim["spec"]["controller"] == controller && claim["status"]["live"] == true
             })
         };
-        if live_of("finale-database-operator") && live_of("finale-tenant-operator") {
+        if OPERATORS.iter().all(|operator| live_of(operator)) {
             break items;
         }
         assert!(
@@ -43,13 +48,10 @@ fn with_operators_the_database_and_tenant_claims_are_present_and_live() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    // Every claim of the two operators is live, held through its own Lease.
+    // Every claim of the bundled operators is live, held through its own Lease.
     for claim in &claims {
         let controller = claim["spec"]["controller"].as_str().unwrap_or_default();
-        assert!(
-            ["finale-database-operator", "finale-tenant-operator"].contains(&controller),
-            "{claim:#}"
-        );
+        assert!(OPERATORS.contains(&controller), "{claim:#}");
         assert_eq!(claim["status"]["live"], true, "{claim:#}");
         assert_eq!(
             claim["spec"]["lease"]["name"], controller,
