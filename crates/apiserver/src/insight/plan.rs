@@ -516,6 +516,18 @@ fn spec_finalizers(namespace: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether `object` names `uid` among its `metadata.ownerReferences` (read without copying).
+fn references_owner(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|references| {
+            references
+                .iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        })
+}
+
 /// `metadata.ownerReferences` as (apiVersion, kind, name, uid, blockOwnerDeletion).
 fn owner_references(object: &Value) -> Vec<(String, String, String, String, bool)> {
     let text = |r: &Value, key: &str| {
@@ -588,6 +600,9 @@ pub struct Planner<'a> {
     /// an owner with many dependents of one type in one namespace costs one range read
     /// instead of one read per dependent.
     listed: HashMap<(String, String), HashMap<String, Value>>,
+    /// Types looked up by (apiVersion, kind): a plan looks up the same few kinds once per
+    /// dependent and reference, and the catalog's lookup scans every served type.
+    kinds: Vec<(String, String, Option<Arc<ResourceType>>)>,
 }
 
 /// Dependents of one owner, of one type in one namespace, above which their collection is
@@ -609,7 +624,23 @@ impl<'a> Planner<'a> {
             nodes: Vec::new(),
             index: HashMap::new(),
             listed: HashMap::new(),
+            kinds: Vec::new(),
         })
+    }
+
+    /// The served type of (apiVersion, kind), through the plan's small cache.
+    fn lookup_kind(&mut self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        if let Some((_, _, found)) = self
+            .kinds
+            .iter()
+            .find(|(v, k, _)| v == api_version && k == kind)
+        {
+            return found.clone();
+        }
+        let found = self.catalog.lookup_kind(api_version, kind);
+        self.kinds
+            .push((api_version.to_string(), kind.to_string(), found.clone()));
+        found
     }
 
     /// A dependent at the snapshot: from its collection, read whole once, when `batch` says
@@ -639,11 +670,11 @@ impl<'a> Planner<'a> {
                 .collect();
             self.listed.insert(key.clone(), objects);
         }
+        // Taken, not cloned: each dependent is reached once (the index is checked first).
         Ok(self
             .listed
-            .get(&key)
-            .and_then(|objects| objects.get(name))
-            .cloned())
+            .get_mut(&key)
+            .and_then(|objects| objects.remove(name)))
     }
 
     fn add(
@@ -719,9 +750,8 @@ impl<'a> Planner<'a> {
                 if self.index.contains_key(&dependent.uid) {
                     continue;
                 }
-                let Some(dependent_type) = self
-                    .catalog
-                    .lookup_kind(&dependent.api_version, &dependent.kind)
+                let Some(dependent_type) =
+                    self.lookup_kind(&dependent.api_version, &dependent.kind)
                 else {
                     continue;
                 };
@@ -744,9 +774,7 @@ impl<'a> Planner<'a> {
                 else {
                     continue;
                 };
-                if object::uid(&found) != dependent.uid
-                    || !owner_references(&found).iter().any(|r| r.3 == owner_uid)
-                {
+                if object::uid(&found) != dependent.uid || !references_owner(&found, &owner_uid) {
                     continue;
                 }
                 let index = self.add(dependent_type, found, true, false, Some(owner));
@@ -783,7 +811,7 @@ impl<'a> Planner<'a> {
     ) -> ApiResult<RefTarget> {
         let dependent_namespace = self.nodes[index].this.namespace.clone();
         let dependent_namespaced = self.nodes[index].resource.namespaced;
-        let Some(owner_type) = self.catalog.lookup_kind(api_version, kind) else {
+        let Some(owner_type) = self.lookup_kind(api_version, kind) else {
             return Ok(RefTarget::Unverifiable(format!(
                 "{kind}/{name} (no served resource for {api_version}, Kind={kind}: the garbage collector cannot check it, so it never collects this object)"
             )));

@@ -187,7 +187,9 @@ impl GcView {
                 })
             })
             .collect();
-        dependents.sort_by(|a, b| {
+        // Sorted for a stable answer, after the graph's lock is let go.
+        drop(graph);
+        dependents.sort_unstable_by(|a, b| {
             (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name))
         });
         Some(dependents)
