@@ -1,5 +1,5 @@
-//! `finale-bench`: the benchmark harness. Each scenario measures Finale and an etcd 3.4
-//! baseline in the same invocation on the same machine, several times, and prints one table of
+//! `finale-bench`: the benchmark harness. Each scenario measures Finale and a baseline (etcd
+//! 3.4, a client-side walk, an ordered script: the table says which) in the same invocation on the same machine, several times, and prints one table of
 //! medians and ratios on stdout; progress goes to stderr, one line per run.
 //!
 //! ```text
@@ -29,7 +29,7 @@ mod stats;
 use report::{Context as MachineContext, Report};
 use scenarios::Settings;
 
-/// Benchmarks for Finale, each against etcd 3.4 measured in the same run.
+/// Benchmarks for Finale, each against a baseline measured in the same run.
 #[derive(Parser)]
 #[command(name = "finale-bench", about, long_about = None)]
 struct Cli {
@@ -132,17 +132,22 @@ enum Scenario {
     /// `finale explain` of a stuck object in a namespace of 50 000 objects and `finale plan`
     /// of an owner of 10 000 dependents, against the same commands computed in the client.
     DeletionInsight,
+    /// The external-resource GC engine against moto: 300 owned resources (100 load balancers,
+    /// 100 target groups, 100 security groups) torn down, time and AWS API calls, against a
+    /// script that already knows the order and the ids.
+    CloudGc,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 10] = [
+    const ALL: [Scenario; 11] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::DeletionInsight,
+        Scenario::CloudGc,
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
         Scenario::GarbageCollection,
@@ -162,6 +167,7 @@ impl Scenario {
             Scenario::DatabaseOperator => "database-operator",
             Scenario::TenantTeardown => "tenant-teardown",
             Scenario::DeletionInsight => "deletion-insight",
+            Scenario::CloudGc => "cloud-gc",
             Scenario::All => "all",
         }
     }
@@ -186,6 +192,7 @@ impl Scenario {
                 scenarios::operators::tenant_teardown(settings, report).await
             }
             Scenario::DeletionInsight => scenarios::deletion_insight::run(settings, report).await,
+            Scenario::CloudGc => scenarios::cloud_gc::run(settings, report).await,
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }

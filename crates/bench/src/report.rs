@@ -22,6 +22,8 @@ pub enum Unit {
     /// Microseconds, for costs per object.
     Micros,
     Megabytes,
+    /// A count of operations (API calls).
+    Count,
 }
 
 /// The target a figure is held to.
@@ -250,7 +252,7 @@ impl Report {
         let header = [
             "figure".to_string(),
             "finale".into(),
-            "baseline (etcd 3.4)".into(),
+            "baseline".into(),
             "ratio".into(),
             "goal".into(),
             "met".into(),
@@ -292,8 +294,16 @@ impl Report {
             out.push('\n');
         }
         out.push_str(
-            "ratio = finale median / baseline median (higher is better for /s, lower for ms, µs and MB)\n",
+            "ratio = finale median / baseline median (higher is better for /s, lower for ms, µs, MB and counts)\n",
         );
+        // Each row's baseline differs (etcd, a client-side walk, an ordered script): say which.
+        for figure in &self.figures {
+            let _ = writeln!(
+                out,
+                "baseline of \"{}\": {}",
+                figure.name, figure.baseline_name
+            );
+        }
         for figure in &self.figures {
             if figure.finale.is_empty() && figure.baseline.is_empty() {
                 let _ = writeln!(out, "no runs completed for: {}", figure.name);
@@ -321,6 +331,7 @@ fn format_value(value: Option<f64>, unit: Unit) -> String {
         (Some(v), Unit::Millis) => format!("{v:.1}"),
         (Some(v), Unit::Micros) => format!("{v:.1}"),
         (Some(v), Unit::Megabytes) => format!("{v:.1}"),
+        (Some(v), Unit::Count) => format!("{v:.0}"),
     }
 }
 
@@ -335,6 +346,7 @@ fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
                 Unit::Millis => " ms",
                 Unit::Micros => " µs",
                 Unit::Megabytes => " MB",
+                Unit::Count => "",
             };
             format!("<={max}{unit}")
         }

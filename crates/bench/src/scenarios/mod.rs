@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::load::{LoadResult, LoadSpec};
 use crate::report::{Figure, Goal, Report, Unit};
 
+pub mod cloud_gc;
 pub mod cold_start;
 pub mod deletion_insight;
 pub mod finalizer_removal;

@@ -13,15 +13,19 @@
 //!    and the target groups its listeners use; an ENI before its security groups; an Elastic IP
 //!    is disassociated before its ENI goes, and before it is released.
 //! 3. **Passes** ([`teardown`]): each pass deletes, with bounded concurrency and the account's
-//!    rate limit, every resource nothing blocks; each is described again just before its
-//!    delete. Not-found is done; "in use" (`DependencyViolation`, `ResourceInUse`, …) is
-//!    *blocked*, retried next pass; other errors are failures, retried with backoff by the
-//!    caller. A pass that deleted something is followed by a fresh discovery and another pass.
+//!    rate limit, every resource nothing blocks; at the start of the pass, those resources are
+//!    described again, in one batch per kind (a load balancer's fresh state costs one page and
+//!    a tags call per 20, not two calls each), and each delete acts on that fresh state.
+//!    Not-found is done; "in use" (`DependencyViolation`, `ResourceInUse`, …) is *blocked*,
+//!    retried next pass; other errors are failures, retried with backoff by the caller. Passes
+//!    go on over what the discovery found, less what they deleted, while they make progress;
+//!    once nothing found is left, a fresh discovery decides: done, or another round of passes
+//!    for what appeared meanwhile.
 //!
 //! # Guarantees
-//! - Nothing is deleted unless its tags, as described just before the delete, carry
-//!   `kubernetes.io/cluster/<name>=owned` (or, when enabled, `elbv2.k8s.aws/cluster=<name>`);
-//!   `shared` is never owned. The one exception is an ENI with no cluster tag at all that is
+//! - Nothing is deleted unless its tags, as described again at the start of the pass that
+//!   deletes it, carry `kubernetes.io/cluster/<name>=owned` (or, when enabled,
+//!   `elbv2.k8s.aws/cluster=<name>`); `shared` is never owned. The one exception is an ENI with no cluster tag at all that is
 //!   detached and uses only owned security groups: the cloud created it for an owned resource.
 //! - Never deleted: default security groups, resources tagged `aws:eks:*`, volumes unless the
 //!   `volume` task is on, and any volume or ENI that is attached.
@@ -445,7 +449,8 @@ pub struct Report {
     pub passes: u32,
     /// Every resource deleted (or found gone) by this call, in order.
     pub deleted: Vec<Resource>,
-    /// The last discovery's inventory (after the last pass, when complete).
+    /// What is left of the last discovery's inventory: less what the passes since deleted, or
+    /// found no longer owned (empty when complete).
     pub inventory: Inventory,
     /// The last pass's outcome for each resource it looked at, by id.
     pub outcomes: HashMap<String, Outcome>,
@@ -525,7 +530,7 @@ pub async fn teardown(
         calls: AtomicU64::new(0),
     };
     let mut report = Report::default();
-    loop {
+    'discoveries: loop {
         let inventory = match discover(&metered, scope).await {
             Ok(inventory) => inventory,
             Err(error) => {
@@ -538,24 +543,44 @@ pub async fn teardown(
             report.complete = true;
             break;
         }
-        if report.passes > 0 && started.elapsed() >= options.budget {
-            break;
-        }
-        let outcomes = pass(&metered, scope, &report.inventory, options.concurrency).await;
-        report.passes += 1;
-        let mut progress = false;
-        for (resource, outcome) in &outcomes {
-            if *outcome == Outcome::Deleted {
-                progress = true;
-                report.deleted.push(resource.clone());
+        // Passes over what this discovery found, while they make progress; the next
+        // discovery, not this inventory, decides whether the teardown is complete.
+        loop {
+            if report.passes > 0 && started.elapsed() >= options.budget {
+                break 'discoveries;
             }
-        }
-        report.outcomes = outcomes
-            .into_iter()
-            .map(|(resource, outcome)| (resource.id, outcome))
-            .collect();
-        if !progress {
-            break;
+            let outcomes = pass(&metered, scope, &report.inventory, options.concurrency).await;
+            report.passes += 1;
+            let mut progress = false;
+            let mut settled = BTreeSet::new();
+            for (resource, outcome) in &outcomes {
+                match outcome {
+                    Outcome::Deleted => {
+                        progress = true;
+                        report.deleted.push(resource.clone());
+                        settled.insert(resource.id.clone());
+                    }
+                    // No longer ours: not waited on, not deleted.
+                    Outcome::Skipped(_) => {
+                        settled.insert(resource.id.clone());
+                    }
+                    Outcome::Blocked { .. } | Outcome::Failed(_) => {}
+                }
+            }
+            report
+                .inventory
+                .items
+                .retain(|item| !settled.contains(&item.resource.id));
+            report.outcomes = outcomes
+                .into_iter()
+                .map(|(resource, outcome)| (resource.id, outcome))
+                .collect();
+            if !progress {
+                break 'discoveries;
+            }
+            if report.inventory.is_done() {
+                break;
+            }
         }
     }
     report.calls = metered.calls.load(Ordering::Relaxed);
@@ -586,10 +611,51 @@ async fn pass(
             ));
         }
     }
+    // Described again, one batch per kind: what each delete acts on is at most one pass old.
+    let mut fresh: HashMap<String, Result<Option<Resource>, CloudError>> = HashMap::new();
+    let mut by_kind: BTreeMap<Kind, Vec<String>> = BTreeMap::new();
+    for resource in &ready {
+        by_kind
+            .entry(resource.kind)
+            .or_default()
+            .push(resource.id.clone());
+    }
+    for (kind, ids) in by_kind {
+        match api.describe(kind, &Query::Ids(ids.clone())).await {
+            Ok(found) => {
+                let mut found: HashMap<String, Resource> =
+                    found.into_iter().map(|r| (r.id.clone(), r)).collect();
+                for id in ids {
+                    let now = found.remove(&id);
+                    fresh.insert(id, Ok(now));
+                }
+            }
+            Err(error) if error.class == ErrorClass::NotFound => {
+                for id in ids {
+                    fresh.insert(id, Ok(None));
+                }
+            }
+            Err(error) => {
+                for id in ids {
+                    fresh.insert(id, Err(error.clone()));
+                }
+            }
+        }
+    }
     let deleted: Vec<(Resource, Outcome)> = futures::stream::iter(ready)
-        .map(|resource| async move {
-            let outcome = delete_one(api, scope, inventory, &resource).await;
-            (resource, outcome)
+        .map(|resource| {
+            let now = fresh
+                .remove(&resource.id)
+                .unwrap_or_else(|| Ok(Some(resource.clone())));
+            async move {
+                let outcome = match now {
+                    Ok(Some(now)) => delete_one(api, scope, inventory, now).await,
+                    // Gone since discovery: done.
+                    Ok(None) => Outcome::Deleted,
+                    Err(error) => Outcome::Failed(error),
+                };
+                (resource, outcome)
+            }
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
@@ -598,24 +664,13 @@ async fn pass(
     outcomes
 }
 
-/// Describes `resource` again, then deletes it if it is still owned and free.
+/// Deletes `fresh` (a resource as just described again) if it is still owned and free.
 async fn delete_one(
     api: &Metered<'_>,
     scope: &Scope,
     inventory: &Inventory,
-    resource: &Resource,
+    fresh: Resource,
 ) -> Outcome {
-    let fresh = match api
-        .describe(resource.kind, &Query::Ids(vec![resource.id.clone()]))
-        .await
-    {
-        Ok(found) => match found.into_iter().find(|r| r.id == resource.id) {
-            Some(fresh) => fresh,
-            None => return Outcome::Deleted,
-        },
-        Err(error) if error.class == ErrorClass::NotFound => return Outcome::Deleted,
-        Err(error) => return Outcome::Failed(error),
-    };
     // An untagged ENI was owned through its groups; anything else must still carry the tag.
     let tag_owned = scope.not_owned(&fresh).is_none();
     let eni_through_groups = fresh.kind == Kind::NetworkInterface
