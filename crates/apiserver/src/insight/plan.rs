@@ -1016,6 +1016,15 @@ impl<'a> Planner<'a> {
         let mut causes = self.tree(&outcomes, &meanwhile, &effective, policy.is_none());
         review::limit_nodes(&mut causes, max_nodes);
         let summary = summarize(&shown, &plan, self.gc.running());
+        // Ten thousand reached objects take milliseconds to free: not on the request's path.
+        let reached = (
+            std::mem::take(&mut self.nodes),
+            std::mem::take(&mut self.index),
+            std::mem::take(&mut self.listed),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn_blocking(move || drop(reached));
+        }
         Ok(Plan {
             plan,
             causes,

@@ -135,8 +135,8 @@ impl Snapshot {
     }
 
     /// As [`Snapshot::list`], with each object trimmed to what deletion decisions read (type
-    /// meta, metadata without `managedFields`, and a Namespace's or Pod's `spec`): for reading
-    /// many objects whose bodies do not matter.
+    /// meta, the metadata of [`KEPT_METADATA`], and a Namespace's or Pod's `spec`): for
+    /// reading many objects whose bodies do not matter.
     pub async fn list_trimmed(
         &self,
         resource: &ResourceType,
@@ -159,7 +159,7 @@ impl Snapshot {
         store: &Arc<dyn Store>,
         resource: &ResourceType,
         namespace: Option<&str>,
-        decode: impl Fn(&finale_store::KeyValue) -> ApiResult<Value>,
+        decode: impl Fn(&finale_store::KeyValue) -> ApiResult<Value> + Sync,
     ) -> ApiResult<Vec<Value>> {
         let prefix = resource.collection_prefix(namespace);
         let response = store
@@ -169,11 +169,34 @@ impl Snapshot {
                 revision: self.revision,
             })
             .await?;
-        response
-            .kvs
-            .iter()
-            .map(|kv| decode(kv).map(|object| served(resource, object)))
-            .collect()
+        let decode_one = |kv: &finale_store::KeyValue| decode(kv).map(|o| served(resource, o));
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        if response.kvs.len() < PARALLEL_DECODE_MIN || threads < 2 {
+            return response.kvs.iter().map(decode_one).collect();
+        }
+        // Decoding is pure CPU work on bytes already read: a plan over ten thousand objects
+        // spends most of its time here, so large ranges are decoded on every core at once.
+        let chunk = response.kvs.len().div_ceil(threads);
+        let decoded: Vec<ApiResult<Vec<Value>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = response
+                .kvs
+                .chunks(chunk)
+                .map(|kvs| scope.spawn(move || kvs.iter().map(decode_one).collect()))
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| Err(ApiError::internal("a decoding thread panicked")))
+                })
+                .collect()
+        });
+        let mut objects = Vec::with_capacity(response.kvs.len());
+        for part in decoded {
+            objects.extend(part?);
+        }
+        Ok(objects)
     }
 
     /// Every object of `resource` (in `namespace`, when given and the kind is namespaced).
@@ -200,12 +223,68 @@ impl Snapshot {
     }
 }
 
-/// What deletion decisions read of an object: `apiVersion`, `kind`, `metadata` without
-/// `managedFields`, and (for kinds whose `spec` matters to deletion: Namespaces, Pods) `spec`.
-/// Everything else (a ConfigMap's data, most specs, every status) is skipped while parsing,
-/// never allocated: a plan over ten thousand objects costs their metadata, not their bodies.
+/// Ranges at least this long are decoded on several threads.
+const PARALLEL_DECODE_MIN: usize = 2_048;
+
+/// What deletion decisions read of an object: `apiVersion`, `kind`, the metadata fields of
+/// [`KEPT_METADATA`], and (for kinds whose `spec` matters to deletion: Namespaces, Pods)
+/// `spec`. Everything else (a ConfigMap's data, most specs, every status, `managedFields`) is
+/// skipped while parsing, never allocated: a plan over ten thousand objects costs their
+/// identity, references and finalizers, not their bodies.
 struct Trimmed {
     keep_spec: bool,
+}
+
+/// The top-level fields [`Trimmed`] tells apart, read without allocating the key.
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum TopField {
+    ApiVersion,
+    Kind,
+    Metadata,
+    Spec,
+    #[serde(other)]
+    Other,
+}
+
+/// The metadata deletion decisions read: identity, labels and annotations (selectors and
+/// claims), references, finalizers and the deletion fields.
+const KEPT_METADATA: [&str; 10] = [
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "creationTimestamp",
+];
+
+/// A map key as the parser has it: borrowed from the input when it holds no escapes.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a field name")
+            }
+
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(key)))
+            }
+
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(key.to_string())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for Trimmed {
@@ -225,19 +304,22 @@ impl<'de> serde::de::Visitor<'de> for Trimmed {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "apiVersion" | "kind" => {
-                    object.insert(key, map.next_value()?);
+        while let Some(field) = map.next_key::<TopField>()? {
+            match field {
+                TopField::ApiVersion => {
+                    object.insert("apiVersion".into(), map.next_value()?);
                 }
-                "spec" if self.keep_spec => {
-                    object.insert(key, map.next_value()?);
+                TopField::Kind => {
+                    object.insert("kind".into(), map.next_value()?);
                 }
-                "metadata" => {
-                    object.insert(key, map.next_value_seed(MetadataWithoutManagedFields)?);
+                TopField::Spec if self.keep_spec => {
+                    object.insert("spec".into(), map.next_value()?);
                 }
-                // Inside metadata, `managedFields` is the bulk; at the top, data and status.
-                _ => {
+                TopField::Metadata => {
+                    object.insert("metadata".into(), map.next_value_seed(KeptMetadata)?);
+                }
+                // Data, status, and the specs deletion does not read.
+                TopField::Spec | TopField::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
             }
@@ -246,10 +328,10 @@ impl<'de> serde::de::Visitor<'de> for Trimmed {
     }
 }
 
-/// `metadata` as stored, but for `managedFields`.
-struct MetadataWithoutManagedFields;
+/// `metadata` as stored, only its [`KEPT_METADATA`] fields (`managedFields`, the bulk, is not).
+struct KeptMetadata;
 
-impl<'de> serde::de::DeserializeSeed<'de> for MetadataWithoutManagedFields {
+impl<'de> serde::de::DeserializeSeed<'de> for KeptMetadata {
     type Value = Value;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -257,7 +339,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for MetadataWithoutManagedFields {
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for MetadataWithoutManagedFields {
+impl<'de> serde::de::Visitor<'de> for KeptMetadata {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -266,11 +348,11 @@ impl<'de> serde::de::Visitor<'de> for MetadataWithoutManagedFields {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut metadata = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "managedFields" {
-                map.next_value::<serde::de::IgnoredAny>()?;
+        while let Some(Key(key)) = map.next_key::<Key>()? {
+            if KEPT_METADATA.contains(&key.as_ref()) {
+                metadata.insert(key.into_owned(), map.next_value()?);
             } else {
-                metadata.insert(key, map.next_value()?);
+                map.next_value::<serde::de::IgnoredAny>()?;
             }
         }
         Ok(Value::Object(metadata))
