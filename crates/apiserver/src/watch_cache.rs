@@ -6,6 +6,14 @@
 //! older than the store's retained history gets the in-stream `410 Expired` error that makes
 //! clients re-list (api-surface §4.3). Events are never produced by any other code path
 //! (design decision 4).
+//!
+//! If the cache itself falls behind the store's compaction (its store watch answers
+//! `Compacted`: the store was unreachable while another replica compacted, say), the events in
+//! between are gone for good. The cache then resynchronises: it starts again from the store's
+//! current revision with an empty history, every API watcher served live is ended (the client
+//! re-watches, and gets `410 Expired` if its resourceVersion is gone too), and every
+//! [`ChangeReceiver`] answers `Lagged`, so in-process controllers re-list, as they do when
+//! they fall behind. kube-apiserver's cacher does the same when its reflector re-lists.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -90,6 +98,30 @@ impl Default for WatchCacheOptions {
     }
 }
 
+/// A subscription to the cache's changes ([`WatchCache::subscribe_changes`]).
+pub struct ChangeReceiver {
+    events: broadcast::Receiver<Arc<CachedEvent>>,
+    resyncs: tokio::sync::watch::Receiver<u64>,
+}
+
+impl ChangeReceiver {
+    /// The next change; `Lagged` when this receiver fell behind or the cache skipped events
+    /// (re-list then), `Closed` when the cache is gone.
+    pub async fn recv(&mut self) -> Result<Arc<CachedEvent>, broadcast::error::RecvError> {
+        tokio::select! {
+            biased;
+            resynced = self.resyncs.changed() => match resynced {
+                Ok(()) => {
+                    self.resyncs.borrow_and_update();
+                    Err(broadcast::error::RecvError::Lagged(0))
+                }
+                Err(_) => Err(broadcast::error::RecvError::Closed),
+            },
+            event = self.events.recv() => event,
+        }
+    }
+}
+
 struct History {
     events: VecDeque<Arc<CachedEvent>>,
     /// Every event with revision > `covered_after` is in `events`.
@@ -102,6 +134,8 @@ pub struct WatchCache {
     store: Arc<dyn Store>,
     history: Mutex<History>,
     live: broadcast::Sender<Arc<CachedEvent>>,
+    /// Counts resynchronisations: each one tells every subscriber that events were skipped.
+    resyncs: tokio::sync::watch::Sender<u64>,
     options: WatchCacheOptions,
     shutdown: CancellationToken,
 }
@@ -156,6 +190,7 @@ impl WatchCache {
                 head,
             }),
             live,
+            resyncs: tokio::sync::watch::Sender::new(0),
             options,
             shutdown,
         });
@@ -170,10 +205,45 @@ impl WatchCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Every change from now on, decoded, for in-process controllers. A receiver that lags
-    /// gets `RecvError::Lagged` and should resynchronise from a list.
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<CachedEvent>> {
-        self.live.subscribe()
+    /// Every change from now on, decoded, for in-process controllers. A receiver that lags,
+    /// or whose cache had to resynchronise, gets `RecvError::Lagged` and should resynchronise
+    /// from a list.
+    pub fn subscribe_changes(&self) -> ChangeReceiver {
+        ChangeReceiver {
+            events: self.live.subscribe(),
+            resyncs: self.resyncs.subscribe(),
+        }
+    }
+
+    /// Starts again from the store's current revision after the store compacted past the
+    /// cache's head: the history is dropped and every subscriber told to re-list.
+    async fn resynchronise(&self, requested: Revision, compacted: Revision) {
+        let current = loop {
+            match self.store.current_revision().await {
+                Ok(current) => break current,
+                Err(StoreError::Closed) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "watch cache cannot read the store's revision to resynchronise; retrying");
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+            }
+        };
+        tracing::warn!(
+            requested,
+            compacted,
+            current,
+            "watch cache fell behind the store's compaction: the events in between are gone; resynchronising (watchers end and re-list)"
+        );
+        {
+            let mut history = self.lock_history();
+            history.events.clear();
+            history.head = history.head.max(current);
+            history.covered_after = history.head;
+        }
+        self.resyncs.send_modify(|count| *count += 1);
     }
 
     /// The last revision the cache has seen.
@@ -192,6 +262,13 @@ impl WatchCache {
             let mut stream = match stream {
                 Ok(stream) => stream,
                 Err(StoreError::Closed) => return,
+                Err(StoreError::Compacted {
+                    requested,
+                    compacted,
+                }) => {
+                    self.resynchronise(requested, compacted).await;
+                    continue;
+                }
                 Err(error) => {
                     tracing::error!(%error, from, "watch cache cannot follow the store; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -209,6 +286,13 @@ impl WatchCache {
                         if self.shutdown.is_cancelled() {
                             return;
                         }
+                        break;
+                    }
+                    Some(Err(StoreError::Compacted {
+                        requested,
+                        compacted,
+                    })) => {
+                        self.resynchronise(requested, compacted).await;
                         break;
                     }
                     Some(Err(error)) => {
@@ -292,7 +376,7 @@ impl WatchCache {
                     .collect();
                 (
                     backlog,
-                    self.live.subscribe(),
+                    self.subscribe_changes(),
                     history.head.max(request.after_revision),
                 )
             })
@@ -336,8 +420,9 @@ impl WatchCache {
                             return;
                         }
                     }
-                    // A watcher that cannot keep up is closed; the client re-watches from the
-                    // last resourceVersion it saw, which the history still covers.
+                    // A watcher that cannot keep up, or whose cache resynchronised, is closed;
+                    // the client re-watches from the last resourceVersion it saw (and gets 410
+                    // Expired if the store no longer has it).
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
                 }
             }
@@ -485,5 +570,155 @@ impl EventFilter {
                 Some(self.change("DELETED", Arc::new(last)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The resynchronisation after the store compacted past the cache. A real store cannot be
+    //! made to compact under a live watch on cue, so a wrapper around a real `RedbStore`
+    //! injects the `Compacted` ending into the cache's store watch; everything else is real.
+
+    use std::ops::Range;
+
+    use async_trait::async_trait;
+    use finale_store::{
+        Precondition, RangeRequest, RangeResponse, RedbStore, RedbStoreOptions, StoreResult,
+        TxnOutcome, WatchStream, WriteOp, WriteOutcome,
+    };
+    use futures::stream;
+
+    use super::*;
+
+    /// Delegates to a real store; `end_watches_with` ends every open store watch with an
+    /// error, as a store that compacted past it would.
+    struct Interruptible {
+        inner: Arc<RedbStore>,
+        endings: Mutex<Vec<mpsc::UnboundedSender<StoreError>>>,
+    }
+
+    impl Interruptible {
+        fn end_watches_with(&self, error: impl Fn() -> StoreError) {
+            for ending in self.endings.lock().expect("endings").drain(..) {
+                let _ = ending.send(error());
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Store for Interruptible {
+        async fn get(&self, key: &[u8]) -> StoreResult<(Option<finale_store::KeyValue>, Revision)> {
+            self.inner.get(key).await
+        }
+        async fn range(&self, request: RangeRequest) -> StoreResult<RangeResponse> {
+            self.inner.range(request).await
+        }
+        async fn write(
+            &self,
+            op: WriteOp,
+            precondition: Precondition,
+        ) -> StoreResult<WriteOutcome> {
+            self.inner.write(op, precondition).await
+        }
+        async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome> {
+            self.inner.write_all(writes).await
+        }
+        async fn watch(
+            &self,
+            range: Range<Vec<u8>>,
+            after_revision: Revision,
+        ) -> StoreResult<WatchStream> {
+            let events = self.inner.watch(range, after_revision).await?;
+            let (ending, endings) = mpsc::unbounded_channel();
+            self.endings.lock().expect("endings").push(ending);
+            let endings = stream::unfold(endings, |mut endings| async move {
+                endings.recv().await.map(|error| (Err(error), endings))
+            });
+            Ok(stream::select(events, endings).boxed())
+        }
+        async fn current_revision(&self) -> StoreResult<Revision> {
+            self.inner.current_revision().await
+        }
+        async fn compacted_revision(&self) -> StoreResult<Revision> {
+            self.inner.compacted_revision().await
+        }
+        async fn compact(&self, revision: Revision) -> StoreResult<()> {
+            self.inner.compact(revision).await
+        }
+    }
+
+    async fn put(store: &Interruptible, name: &str) -> Revision {
+        let key = format!("/registry/configmaps/default/{name}").into_bytes();
+        let value = json!({"metadata": {"name": name, "namespace": "default"}}).to_string();
+        match store
+            .write(
+                WriteOp::Put {
+                    key,
+                    value: value.into_bytes(),
+                },
+                Precondition::None,
+            )
+            .await
+            .expect("put")
+        {
+            WriteOutcome::Committed(result) => result.revision,
+            other => panic!("an unconditional put was refused: {other:?}"),
+        }
+    }
+
+    async fn next_change(changes: &mut ChangeReceiver) -> Result<Arc<CachedEvent>, String> {
+        tokio::time::timeout(Duration::from_secs(10), changes.recv())
+            .await
+            .map_err(|_| "no change within 10 s".to_string())?
+            .map_err(|error| format!("{error:?}"))
+    }
+
+    #[tokio::test]
+    async fn a_cache_behind_the_compaction_resynchronises_and_subscribers_relist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inner = RedbStore::open(dir.path(), RedbStoreOptions::default()).expect("open");
+        let store = Arc::new(Interruptible {
+            inner,
+            endings: Mutex::new(Vec::new()),
+        });
+        let shutdown = CancellationToken::new();
+        let cache = WatchCache::start(
+            Arc::clone(&store) as Arc<dyn Store>,
+            WatchCacheOptions::default(),
+            shutdown.clone(),
+        )
+        .await
+        .expect("start the cache");
+        let mut changes = cache.subscribe_changes();
+        let first = put(&store, "before").await;
+        let seen = next_change(&mut changes).await.expect("the first change");
+        assert_eq!(seen.revision, first);
+
+        // The store compacts past the cache: the cache's watch ends with Compacted.
+        let head = cache.head();
+        store.end_watches_with(|| StoreError::Compacted {
+            requested: head,
+            compacted: head + 1,
+        });
+        // The subscriber is told to re-list (Lagged), not left waiting for events that are
+        // gone, and not closed.
+        let told = tokio::time::timeout(Duration::from_secs(10), changes.recv())
+            .await
+            .expect("the subscriber hears of the resynchronisation");
+        assert!(
+            matches!(told, Err(broadcast::error::RecvError::Lagged(_))),
+            "{told:?}"
+        );
+
+        // The cache follows the store again: a new subscriber (as after a re-list) sees the
+        // next write. Bounded: the write must arrive within the timeout.
+        let mut changes = cache.subscribe_changes();
+        let after = put(&store, "after").await;
+        let seen = next_change(&mut changes)
+            .await
+            .expect("a change after the resync");
+        assert_eq!(seen.revision, after);
+        assert!(cache.head() >= after);
+        shutdown.cancel();
     }
 }

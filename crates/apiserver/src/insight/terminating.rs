@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::object;
 use crate::registry::Registry;
 use crate::status::{ApiError, ApiResult};
-use crate::watch_cache::CachedEvent;
+use crate::watch_cache::{CachedEvent, ChangeReceiver};
 
 /// One object being deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -216,7 +216,7 @@ impl TerminatingIndex {
     pub fn spawn(
         self: &Arc<Self>,
         registry: Arc<Registry>,
-        mut changes: broadcast::Receiver<Arc<CachedEvent>>,
+        mut changes: ChangeReceiver,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let index = Arc::clone(self);

@@ -264,9 +264,7 @@ impl Registry {
 
     /// Every committed change, for in-process controllers (see
     /// [`WatchCache::subscribe_changes`]).
-    pub fn subscribe_changes(
-        &self,
-    ) -> tokio::sync::broadcast::Receiver<Arc<crate::watch_cache::CachedEvent>> {
+    pub fn subscribe_changes(&self) -> crate::watch_cache::ChangeReceiver {
         self.watch_cache.subscribe_changes()
     }
 
