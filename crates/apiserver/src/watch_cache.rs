@@ -480,7 +480,17 @@ impl WatchCache {
                             return;
                         }
                     }
-                    _ => return,
+                    // etcd accepts a watch from a compacted revision and then cancels it: the
+                    // client gets the same in-stream 410 as when the store refuses up front.
+                    Some(Err(StoreError::Compacted { requested, compacted })) => {
+                        let _ = sender
+                            .send(WatchItem::Error(expired(requested, compacted)))
+                            .await;
+                        return;
+                    }
+                    // The stream ended (the store closed, or this watcher fell behind): the
+                    // client re-watches from the last resourceVersion it saw.
+                    Some(Err(_)) | None => return,
                 }
             }
         }
