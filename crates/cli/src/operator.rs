@@ -119,6 +119,10 @@ pub struct GcArgs {
     /// Cloud deletes in flight at once per cluster.
     #[arg(long, default_value_t = 8)]
     gc_concurrency: u16,
+    /// How often a live CloudCluster's owned resources are discovered into
+    /// `status.inventory` (what deleting it would remove; `finale plan` shows it).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    inventory_interval: Duration,
 }
 
 impl Default for GcArgs {
@@ -129,6 +133,7 @@ impl Default for GcArgs {
             cloud_api_rate: 20,
             cloud_api_burst: 40,
             gc_concurrency: 8,
+            inventory_interval: Duration::from_secs(600),
         }
     }
 }
@@ -141,6 +146,7 @@ impl GcArgs {
             concurrency: usize::from(self.gc_concurrency.max(1)),
             account_rate: RateLimit::new(self.cloud_api_rate, self.cloud_api_burst)
                 .context("--cloud-api-rate and --cloud-api-burst must be at least 1")?,
+            inventory_interval: self.inventory_interval.max(Duration::from_secs(1)),
             ..finale_operator_cloud_gc::GcSettings::default()
         })
     }

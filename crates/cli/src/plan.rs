@@ -186,6 +186,16 @@ fn draw(status: &DeletionReviewStatus, colour: bool) -> String {
                 resource.controller,
                 resource.finalizer
             ));
+            if let Some(count) = resource.inventory_count {
+                out.push_str(&format!("    it lists {count}:\n"));
+                for item in &resource.inventory {
+                    out.push_str(&format!("      {item}\n"));
+                }
+                let more = (count as usize).saturating_sub(resource.inventory.len());
+                if more > 0 {
+                    out.push_str(&format!("      … and {more} more\n"));
+                }
+            }
         }
     }
     out

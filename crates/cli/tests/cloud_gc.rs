@@ -719,6 +719,15 @@ async fn a_dependency_violation_blocks_is_reported_and_retried() {
             .is_some_and(|e| e.contains("DependencyViolation")),
         "{item:?}"
     );
+    // `finale explain` names what the cleanup is waiting on, from the claim's inventoryPath.
+    let explained = finale_json(&h, &["explain", "cloudclusters/dv", "-n", NAMESPACE]);
+    let waiting = evidence_values(&explained, "externalResources");
+    assert!(
+        waiting
+            .iter()
+            .any(|e| e.contains(&group) && e.contains("Blocked")),
+        "explain names the blocked group: {explained:#}"
+    );
     assert!(!item.blocked_by.is_empty(), "{item:?}");
     assert!(deleting.message.contains("blocked by"), "{deleting:?}");
     assert!(
@@ -976,6 +985,108 @@ async fn volumes_go_only_when_asked() {
 }
 
 /// Runs `finale ARGS` with the server's kubeconfig; panics unless it exits 0.
+/// `finale ARGS -o json`, whatever its exit code (explain and plan exit non-zero on a stuck
+/// or hanging answer), parsed.
+fn finale_json(h: &Harness, args: &[&str]) -> Value {
+    let output = std::process::Command::new(binary())
+        .args(args)
+        .args(["-o", "json"])
+        .env("KUBECONFIG", &h.env.server.kubeconfig)
+        .output()
+        .expect("run finale");
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "finale {args:?} printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// Every value of evidence `key` in a review's cause tree.
+fn evidence_values(review: &Value, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![review];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if let Some(text) = map
+                    .get("evidence")
+                    .and_then(|e| e.get(key))
+                    .and_then(Value::as_str)
+                {
+                    found.push(text.to_string());
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// A live CloudCluster lists what deleting it would remove; `finale plan` shows that list as
+/// the external resources of its finalizer, and deletion then removes exactly those.
+#[tokio::test]
+async fn plan_shows_a_live_clusters_cloud_inventory() {
+    let h = Harness::start(&[]).await;
+    let mine = [owned("inv")];
+    let group = h.security_group("inv-lb", &mine).await;
+    let alb = h.load_balancer("inv-web", &[&group], &mine).await;
+    let theirs = h.security_group("other", &[owned("someone-else")]).await;
+    h.create_cluster("inv", json!({})).await;
+    let listed = h
+        .eventually("the live inventory", async || {
+            let cluster = h.clusters().get_opt("inv").await.ok().flatten()?;
+            let status = cluster.status?;
+            status.inventory_time.as_ref()?;
+            Some(status.inventory)
+        })
+        .await;
+    let ids: BTreeSet<String> = listed.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids, set(&[&group, &alb]), "{listed:?}");
+    assert!(listed.iter().all(|i| i.state == "Pending"), "{listed:?}");
+
+    let plan = finale_json(&h, &["plan", "cloudclusters/inv", "-n", NAMESPACE]);
+    let external = &plan["plan"]["externalResources"];
+    let resource = external
+        .as_array()
+        .and_then(|all| {
+            all.iter()
+                .find(|r| r["finalizer"] == "cloud.finale.dev/external-resource-gc")
+        })
+        .unwrap_or_else(|| panic!("no external resources for the GC finalizer: {plan:#}"));
+    assert_eq!(resource["inventoryCount"], 2, "{resource:#}");
+    let inventory: Vec<&str> = resource["inventory"]
+        .as_array()
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for id in [&group, &alb] {
+        assert!(
+            inventory.iter().any(|item| item.contains(id.as_str())),
+            "{id} in {inventory:?}"
+        );
+    }
+    assert!(
+        !inventory.iter().any(|item| item.contains(theirs.as_str())),
+        "another cluster's group is not listed: {inventory:?}"
+    );
+    // The human form lists them too.
+    let text = std::process::Command::new(binary())
+        .args(["plan", "cloudclusters/inv", "-n", NAMESPACE])
+        .env("KUBECONFIG", &h.env.server.kubeconfig)
+        .output()
+        .expect("run finale plan");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("it lists 2"), "{text}");
+
+    h.delete_cluster("inv").await;
+    h.wait_gone("inv").await;
+    assert_eq!(h.group_ids().await, set(&[&theirs]));
+    assert!(h.load_balancer_arns().await.is_empty());
+}
+
 fn finale(h: &Harness, args: &[&str]) -> String {
     let output = std::process::Command::new(binary())
         .args(args)

@@ -95,6 +95,8 @@ pub struct ClaimSpec {
     pub cleans_up: Vec<String>,
     pub max_cleanup: Option<Duration>,
     pub force_policy: ForcePolicy,
+    /// Where the claimed objects list what the cleanup will remove (a JSON pointer).
+    pub inventory_path: Option<String>,
 }
 
 impl ClaimSpec {
@@ -130,6 +132,9 @@ impl ClaimSpec {
         if let Some(limit) = self.max_cleanup {
             spec["maxCleanupSeconds"] = json!(limit.as_secs().max(1));
         }
+        if let Some(path) = &self.inventory_path {
+            spec["inventoryPath"] = json!(path);
+        }
         json!({
             "apiVersion": API_VERSION,
             "kind": KIND,
@@ -160,13 +165,13 @@ pub fn specs(
     resource: &str,
     finalizers: &[&str],
     others: &[OtherFinalizer],
-    describe: impl Fn(&str) -> (Vec<String>, Option<Duration>, ForcePolicy),
+    describe: impl Fn(&str) -> (Vec<String>, Option<Duration>, ForcePolicy, Option<String>),
 ) -> Vec<ClaimSpec> {
     let own = finalizers.iter().map(|f| (*f, group, resource));
     let other = others.iter().map(|o| (o.finalizer, o.group, o.resource));
     own.chain(other)
         .map(|(finalizer, group, resource)| {
-            let (cleans_up, max_cleanup, force_policy) = describe(finalizer);
+            let (cleans_up, max_cleanup, force_policy, inventory_path) = describe(finalizer);
             ClaimSpec {
                 finalizer: finalizer.to_string(),
                 group: group.to_string(),
@@ -177,6 +182,7 @@ pub fn specs(
                 cleans_up,
                 max_cleanup,
                 force_policy,
+                inventory_path,
             }
         })
         .collect()
@@ -393,6 +399,7 @@ mod tests {
                     vec!["PostgreSQL database".into()],
                     None,
                     ForcePolicy::default(),
+                    None,
                 )
             },
         )

@@ -129,6 +129,13 @@ pub trait Reconciler: Send + Sync + 'static {
         ForcePolicy::WhenOwnerDead
     }
 
+    /// Where the claimed objects list the external resources cleaning up `finalizer` removes
+    /// (a JSON pointer, `/status/inventory`): the claim's `inventoryPath`, which
+    /// `finale explain` and `finale plan` read to name them.
+    fn inventory_path(&self, _finalizer: &str) -> Option<&'static str> {
+        None
+    }
+
     /// Finalizers this controller puts on objects of other kinds, so that they are claimed
     /// too.
     fn other_finalizers(&self) -> &'static [OtherFinalizer] {
@@ -444,6 +451,7 @@ fn write_claims<R: Reconciler>(
                     .collect(),
                 reconciler.max_cleanup(finalizer),
                 reconciler.force_policy(finalizer),
+                reconciler.inventory_path(finalizer).map(str::to_string),
             )
         },
     );

@@ -183,7 +183,16 @@ pub struct ExternalResource {
     /// The controller is not alive: the cleanup (and the deletion) waits for it.
     #[serde(default)]
     pub will_hang: bool,
+    /// What the object itself lists at its claim's `inventoryPath`: the resources the cleanup
+    /// will remove (at most [`INVENTORY_SHOWN`]; `inventoryCount` has them all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_count: Option<u64>,
 }
+
+/// How many inventory entries an answer names, per object.
+pub const INVENTORY_SHOWN: usize = 50;
 
 /// One stuck object of a scoped review.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -352,6 +361,11 @@ pub struct FinalizerClaimSpec {
     pub cleans_up: Vec<String>,
     #[serde(default)]
     pub force_policy: ForcePolicy,
+    /// Where the claimed objects list the external resources the cleanup will remove or is
+    /// waiting on: a JSON pointer (`/status/inventory`) to an array whose items are strings,
+    /// or objects with `type`, `id` (or `name`) and optionally `state`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_path: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

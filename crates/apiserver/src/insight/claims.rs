@@ -55,6 +55,7 @@ pub fn schema() -> Value {
                     },
                     "maxCleanupSeconds": {"type": "integer", "format": "int64", "minimum": 1},
                     "cleansUp": {"type": "array", "items": {"type": "string"}},
+                    "inventoryPath": {"type": "string"},
                     "forcePolicy": {
                         "type": "string",
                         "enum": ["Never", "WhenOwnerDead", "Always"],
@@ -118,6 +119,13 @@ pub fn validate(object: &Value, _old: Option<&Value>) -> Vec<FieldError> {
         for message in validation::is_dns1123_subdomain(name) {
             errors.push(FieldError::invalid("spec.lease.name", name, &message));
         }
+    }
+    if let Some(path) = text("/spec/inventoryPath").filter(|p| !p.starts_with('/')) {
+        errors.push(FieldError::invalid(
+            "spec.inventoryPath",
+            path,
+            "must be a JSON pointer into the claimed objects, starting with / (e.g. /status/inventory)",
+        ));
     }
     errors
 }
@@ -377,6 +385,18 @@ mod tests {
             finalizer_errors("kubernetes")[0]
                 .to_string()
                 .contains("system finalizer")
+        );
+    }
+
+    #[test]
+    fn an_inventory_path_must_be_a_json_pointer() {
+        let claim = |path: &str| json!({"spec": {"inventoryPath": path}});
+        assert!(validate(&claim("/status/inventory"), None).is_empty());
+        let errors = validate(&claim("status.inventory"), None);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            format!("{errors:?}").contains("spec.inventoryPath"),
+            "{errors:?}"
         );
     }
 

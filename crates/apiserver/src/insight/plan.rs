@@ -1181,6 +1181,17 @@ fn external_resource(node: &Node, hold: &Hold) -> Option<ExternalResource> {
     if hold.finalizer.is_empty() || cleans_up.is_empty() {
         return None;
     }
+    // What the object itself lists (a CloudCluster's cloud inventory, say); objects read in
+    // bulk without their status list nothing here.
+    let listed = hold
+        .cause
+        .evidence
+        .get(review::INVENTORY_PATH)
+        .and_then(|path| review::inventory_items(&node.object, path));
+    let (inventory_count, inventory) = match listed {
+        Some((count, items)) => (Some(count as u64), items),
+        None => (None, Vec::new()),
+    };
     Some(ExternalResource {
         object: node.this.clone(),
         finalizer: hold.finalizer.clone(),
@@ -1188,6 +1199,8 @@ fn external_resource(node: &Node, hold: &Hold) -> Option<ExternalResource> {
         controller: text("controller"),
         cleans_up: cleans_up.split("; ").map(str::to_string).collect(),
         will_hang: !hold.removed_by_a_controller(),
+        inventory,
+        inventory_count,
     })
 }
 

@@ -41,7 +41,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::api::{CauseNode, CauseState, CauseType, ObjectRef};
+use super::api::{CauseNode, CauseState, CauseType, INVENTORY_SHOWN, ObjectRef};
 use super::claims::{self, Claim, LeaseState};
 use super::snapshot::Snapshot;
 use crate::controllers::gc::{GcView, GcWork};
@@ -159,6 +159,70 @@ fn reported_progress(cause: &mut CauseNode, object: &Value, finalizer: &str) {
     }
 }
 
+/// The evidence key naming where a claimed object lists its external resources.
+pub(crate) const INVENTORY_PATH: &str = "inventoryPath";
+
+/// The external resources `object` lists at `path` (a claim's `inventoryPath`): how many, and
+/// the first [`INVENTORY_SHOWN`], each as `type id (state)`. None when nothing is listed there
+/// (the path is missing, not an array, or the object was read without its status).
+pub(crate) fn inventory_items(object: &Value, path: &str) -> Option<(usize, Vec<String>)> {
+    let items = object.pointer(path)?.as_array()?;
+    let text = |item: &Value, key: &str| item.get(key).and_then(Value::as_str).map(str::to_string);
+    let shown = items
+        .iter()
+        .take(INVENTORY_SHOWN)
+        .map(|item| match item {
+            Value::String(entry) => entry.clone(),
+            Value::Object(_) => {
+                let what = [
+                    text(item, "type"),
+                    text(item, "id").or_else(|| text(item, "name")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" ");
+                let what = if what.is_empty() {
+                    item.to_string()
+                } else {
+                    what
+                };
+                match text(item, "state") {
+                    Some(state) => format!("{what} ({state})"),
+                    None => what,
+                }
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    Some((items.len(), shown))
+}
+
+/// What the object lists at its finalizer's claimed `inventoryPath`: the external resources the
+/// cleanup still has to remove, as evidence.
+fn reported_inventory(cause: &mut CauseNode, object: &Value) {
+    let Some(path) = cause.evidence.get(INVENTORY_PATH).cloned() else {
+        return;
+    };
+    let Some((count, items)) = inventory_items(object, &path) else {
+        return;
+    };
+    evidence(cause, "externalResourcesLeft", count.to_string());
+    if !items.is_empty() {
+        let more = count.saturating_sub(items.len());
+        let tail = if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        };
+        evidence(
+            cause,
+            "externalResources",
+            format!("{}{tail}", items.join("; ")),
+        );
+    }
+}
+
 pub(crate) fn evidence(node: &mut CauseNode, key: &str, value: impl Into<String>) {
     node.evidence.insert(key.to_string(), value.into());
 }
@@ -243,6 +307,7 @@ impl<'a> Explainer<'a> {
                     }
                 }
                 reported_progress(&mut cause, object, &finalizer);
+                reported_inventory(&mut cause, object);
                 causes.push(cause);
             }
             self.on_path.remove(&uid);
@@ -442,6 +507,9 @@ impl<'a> Explainer<'a> {
         }
         if let Some(max) = spec.max_cleanup_seconds {
             evidence(&mut cause, "maxCleanupSeconds", max.to_string());
+        }
+        if let Some(path) = &spec.inventory_path {
+            evidence(&mut cause, INVENTORY_PATH, path.clone());
         }
         match lease {
             LeaseState::Live {

@@ -112,9 +112,14 @@ pub struct CloudClusterStatus {
     /// The tasks GC runs, comma-separated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<String>,
-    /// During deletion: owned resources still there.
+    /// Owned resources: while the object lives (GC enabled), what deleting it will remove,
+    /// refreshed every `--inventory-interval`; during deletion, what is still there. Its
+    /// `FinalizerClaim` points `finale plan` and `finale explain` here (`inventoryPath`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryItem>,
+    /// When the live inventory was last discovered (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_time: Option<String>,
     /// During deletion: how many resources are left to delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remaining: Option<u32>,

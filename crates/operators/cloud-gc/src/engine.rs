@@ -513,6 +513,22 @@ impl CloudApi for Metered<'_> {
     }
 }
 
+/// Discovery alone, under the account's rate limit: what a teardown would find now.
+pub async fn inventory(
+    api: &dyn CloudApi,
+    scope: &Scope,
+    limits: &RateLimits,
+    account: &str,
+) -> Result<Inventory, CloudError> {
+    let metered = Metered {
+        api,
+        limits,
+        account,
+        calls: AtomicU64::new(0),
+    };
+    discover(&metered, scope).await
+}
+
 /// Discovers, then deletes in passes until nothing is left, a pass makes no progress, or the
 /// budget is spent. A discovery failure is returned as the error (nothing is known, so nothing
 /// is deleted); per-resource failures are in the report.

@@ -14,7 +14,10 @@
 //!   (throttling, a cloud that does not answer, …) are returned to the toolkit, which retries
 //!   with its own backoff and shows them in the `Deleting` condition and in Events.
 //! - `status.inventory` lists what is left (type, id, state, last error, blockers), and
-//!   `status.deleted` counts what went, by type.
+//!   `status.deleted` counts what went, by type. While the object lives with GC enabled, it
+//!   lists what deleting it would remove (`Pending`, or `Kept` with the reason), discovered at
+//!   the first reconcile and every [`GcSettings::inventory_interval`] after; a failed discovery
+//!   is a Warning Event, never an error of the live object.
 //!
 //! # Caveats
 //! - The blocked-retry backoff lives in memory: a restarted operator retries at once.
@@ -67,6 +70,8 @@ pub struct GcSettings {
     pub blocked_backoff: Backoff,
     /// API calls per second (and burst) toward one cloud account.
     pub account_rate: RateLimit,
+    /// How often a live cluster's inventory (what deleting it would remove) is discovered.
+    pub inventory_interval: Duration,
 }
 
 impl Default for GcSettings {
@@ -81,6 +86,7 @@ impl Default for GcSettings {
                 cap: Duration::from_secs(60),
             },
             account_rate: RateLimit::new(20, 40).expect("non-zero"),
+            inventory_interval: Duration::from_secs(600),
         }
     }
 }
@@ -345,6 +351,74 @@ impl CloudGcReconciler {
         Ok(())
     }
 
+    /// Discovers what deleting the live `cluster` would remove, when its last inventory is
+    /// older than the interval; returns when to look again.
+    async fn refresh_inventory(
+        &self,
+        context: &Context,
+        cluster: &CloudCluster,
+    ) -> anyhow::Result<Duration> {
+        let interval = self.settings.inventory_interval;
+        let age = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.inventory_time.as_deref())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .and_then(|t| {
+                (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                    .to_std()
+                    .ok()
+            });
+        if let Some(age) = age
+            && age < interval
+        {
+            return Ok(interval - age);
+        }
+        let found = async {
+            let scope = scope(cluster, self.settings.discovery).map_err(anyhow::Error::msg)?;
+            let target = target(&context.client, cluster).await?;
+            let cloud = self
+                .connector
+                .connect(&target)
+                .await
+                .with_context(|| format!("connecting to AWS in {}", target.region))?;
+            engine::inventory(cloud.as_ref(), &scope, &self.limits, &target.account_key())
+                .await
+                .map_err(|error| anyhow::anyhow!("discovering the owned resources: {error}"))
+        }
+        .await;
+        let inventory = match found {
+            Ok(inventory) => inventory,
+            Err(error) => {
+                context
+                    .event(
+                        cluster,
+                        EventType::Warning,
+                        "InventoryFailed",
+                        "Discover",
+                        format!("{error:#}; `finale plan` shows the last inventory, if any"),
+                    )
+                    .await;
+                return Ok(interval);
+            }
+        };
+        let report = Report {
+            inventory,
+            ..Report::default()
+        };
+        let items = inventory_items(&report);
+        Self::write_status(
+            &context.client,
+            cluster,
+            json!({
+                "inventory": if items.is_empty() { Value::Null } else { serde_json::to_value(&items)? },
+                "inventoryTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            }),
+        )
+        .await?;
+        Ok(interval)
+    }
+
     async fn set_ready(
         context: &Context,
         cluster: &CloudCluster,
@@ -466,6 +540,10 @@ impl Reconciler for CloudGcReconciler {
         }]
     }
 
+    fn inventory_path(&self, finalizer: &str) -> Option<&'static str> {
+        (finalizer == GC_FINALIZER).then_some("/status/inventory")
+    }
+
     fn cleans_up(&self, finalizer: &str) -> &'static [&'static str] {
         if finalizer == SECRET_IN_USE_FINALIZER {
             return &[
@@ -573,7 +651,11 @@ impl Reconciler for CloudGcReconciler {
             json!({"clusterName": name, "gc": gc, "tasks": tasks.to_annotation()}),
         )
         .await?;
-        Ok(Applied::Ready)
+        if !self.enabled(&cluster) {
+            return Ok(Applied::Ready);
+        }
+        let next = self.refresh_inventory(context, &cluster).await?;
+        Ok(Applied::RequeueAfter(next))
     }
 
     async fn cleanup(
