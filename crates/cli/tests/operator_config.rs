@@ -249,9 +249,21 @@ fn with_operators_metrics_port_0_picks_a_free_port_and_prints_it() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("a loopback address: {address}"));
     assert_ne!(port, 0);
-    let metrics = reqwest::blocking::get(format!("http://{address}/metrics"))
-        .expect("the metrics endpoint answers")
-        .text()
-        .expect("a body");
-    assert!(metrics.contains("leader{controller="), "{metrics}");
+    // The endpoint answers at once; each operator registers its gauges as it starts.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let metrics = reqwest::blocking::get(format!("http://{address}/metrics"))
+            .expect("the metrics endpoint answers")
+            .text()
+            .expect("a body");
+        if metrics.contains("leader{controller=") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the operators' leader gauges never appeared: {metrics}\nlog: {}",
+            server.log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
