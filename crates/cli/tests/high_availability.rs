@@ -3,15 +3,21 @@
 //! Lease `kube-system/finale-controllers`. Killing that replica in the middle of a foreground
 //! cascade and a namespace deletion hands both to the other, which finishes them.
 //!
+//! On a 3-member etcd, killing a follower and then the leader under write and watch load
+//! through both replicas loses no acknowledged write and no watch event.
+//!
 //! Every wait is bounded; everything runs on 127.0.0.1.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use common::{Api, binary, configmap, eventually, resource_version, watch_until};
-use finale_e2e::{Etcd, FinaleServer};
+use finale_e2e::{Etcd, EtcdCluster, FinaleServer};
 use serde_json::{Value, json};
 
 /// Short timings, so that the takeover happens within seconds.
@@ -241,4 +247,268 @@ fn killing_the_controllers_replica_mid_cascade_hands_its_work_to_the_other() {
         versions.windows(2).all(|w| w[0] < w[1]),
         "in order: {versions:?}"
     );
+}
+
+/// What the writers of the member-kill test saw: the names whose create was acknowledged
+/// (201), in the order of acknowledgement with its time, and every other answer.
+/// Raises its flags when dropped.
+struct RaiseOnDrop<'a, const N: usize>([&'a AtomicBool; N]);
+
+impl<const N: usize> Drop for RaiseOnDrop<'_, N> {
+    fn drop(&mut self) {
+        for flag in self.0 {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[derive(Default)]
+struct WriteLog {
+    acknowledged: Vec<(String, Instant)>,
+    failed: Vec<String>,
+}
+
+impl WriteLog {
+    fn count(log: &Mutex<WriteLog>) -> usize {
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .acknowledged
+            .len()
+    }
+}
+
+/// Waits until `more` creates beyond `from` are acknowledged: the cluster is taking writes.
+fn writes_continue(
+    log: &Mutex<WriteLog>,
+    from: usize,
+    more: usize,
+    what: &str,
+    cluster: &EtcdCluster,
+) {
+    assert!(
+        eventually(Duration::from_secs(30), || (WriteLog::count(log)
+            >= from + more)
+            .then_some(()))
+        .is_some(),
+        "writes stopped {what}: {} acknowledged\n{}",
+        WriteLog::count(log),
+        cluster.logs()
+    );
+}
+
+/// ADDED names a raw watch on `server` sees from `from` until the ConfigMap `sentinel`
+/// arrives, re-watching from the last event's resourceVersion when a stream ends (as
+/// client-go's reflector does). Any ERROR event (a 410 among them) fails the test.
+fn watch_until_sentinel(
+    server: &FinaleServer,
+    from: i64,
+    what: &str,
+    abandoned: &AtomicBool,
+) -> Vec<(i64, String)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut added: Vec<(i64, String)> = Vec::new();
+    let mut last = from;
+    let mut streams = 0;
+    while Instant::now() < deadline && streams < 20 && !abandoned.load(Ordering::Relaxed) {
+        streams += 1;
+        let mut done = false;
+        let events = watch_until(
+            server,
+            "/api/v1/namespaces/default/configmaps?allowWatchBookmarks=false",
+            last,
+            |kind, object| {
+                assert_ne!(kind, "ERROR", "the watch on {what} got an error: {object}");
+                done = kind == "ADDED" && object["metadata"]["name"] == "sentinel";
+                done
+            },
+        );
+        for (version, kind, object) in events {
+            last = version;
+            if kind == "ADDED" {
+                added.push((
+                    version,
+                    object["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                ));
+            }
+        }
+        if done {
+            return added;
+        }
+    }
+    panic!(
+        "the watch on {what} did not see the sentinel (abandoned: {}) after {streams} streams; saw {} ADDED",
+        abandoned.load(Ordering::Relaxed),
+        added.len()
+    );
+}
+
+#[test]
+fn killing_an_etcd_follower_then_the_leader_under_load_loses_no_write_and_no_event() {
+    let mut cluster = EtcdCluster::start_in_memory(3).expect("start a 3-member etcd");
+    let endpoints = cluster.endpoints();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pki = dir.path().join("pki");
+    let a = replica(dir.path(), "a", &endpoints, &pki);
+    let b = replica(dir.path(), "b", &endpoints, &pki);
+    let api_a = Api::new(&a).expect("client a");
+    let api_b = Api::new(&b).expect("client b");
+    let from = resource_version(&expect(
+        &api_a,
+        reqwest::Method::GET,
+        "/api/v1/namespaces/default/configmaps",
+        None,
+        200,
+    ));
+
+    let log = Mutex::new(WriteLog::default());
+    let (stop, abandoned) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        // A failed assertion below stops the writers and watchers rather than leaving the
+        // scope waiting for them.
+        let _on_failure = RaiseOnDrop([&stop, &abandoned]);
+        let watchers = [(&a, "replica a"), (&b, "replica b")].map(|(server, what)| {
+            (
+                what,
+                scope.spawn(|| watch_until_sentinel(server, from, what, &abandoned)),
+            )
+        });
+        // Two writers per replica, each bounded in count; the test stops them.
+        let writers: Vec<_> = (0..4)
+            .map(|writer| {
+                let api = if writer % 2 == 0 { &api_a } else { &api_b };
+                let (log, stop) = (&log, &stop);
+                scope.spawn(move || {
+                    for index in 0..5_000 {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let name = format!("load-{writer}-{index}");
+                        let answer = api.post_json(
+                            "/api/v1/namespaces/default/configmaps",
+                            &configmap(&name, &[("writer", "load")]),
+                        );
+                        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                        match answer {
+                            Ok(response) if response.status == 201 => {
+                                log.acknowledged.push((name, Instant::now()))
+                            }
+                            Ok(response) => log
+                                .failed
+                                .push(format!("{name}: {} {}", response.status, response.body)),
+                            Err(error) => log.failed.push(format!("{name}: {error:#}")),
+                        }
+                    }
+                })
+            })
+            .collect();
+
+        writes_continue(&log, 0, 40, "before any member was killed", &cluster);
+        let leader = cluster.leader().expect("the etcd leader");
+        let follower = (leader + 1) % 3;
+        cluster.members[follower].stop().expect("kill a follower");
+        writes_continue(
+            &log,
+            WriteLog::count(&log),
+            40,
+            "with a follower down",
+            &cluster,
+        );
+        cluster.members[follower]
+            .start_again()
+            .expect("restart the follower");
+        cluster
+            .wait_healthy(Duration::from_secs(20))
+            .expect("the follower rejoins");
+        writes_continue(
+            &log,
+            WriteLog::count(&log),
+            20,
+            "after the follower rejoined",
+            &cluster,
+        );
+
+        let leader = cluster.leader().expect("the etcd leader");
+        let killed_at = Instant::now();
+        cluster.members[leader].stop().expect("kill the leader");
+        writes_continue(
+            &log,
+            WriteLog::count(&log),
+            60,
+            "after the leader was killed",
+            &cluster,
+        );
+        stop.store(true, Ordering::Relaxed);
+        for writer in writers {
+            writer.join().expect("writer thread");
+        }
+
+        // The longest time without an acknowledged write around the leader's death.
+        let log = log.lock().unwrap_or_else(|e| e.into_inner());
+        let times: Vec<Instant> = log.acknowledged.iter().map(|(_, at)| *at).collect();
+        let gap = times
+            .windows(2)
+            .filter(|pair| pair[1] > killed_at)
+            .map(|pair| pair[1].duration_since(pair[0]))
+            .max()
+            .unwrap_or_default();
+        eprintln!(
+            "{} writes acknowledged, {} failed; longest write gap after the leader was killed: {gap:?}",
+            log.acknowledged.len(),
+            log.failed.len()
+        );
+        assert!(
+            log.failed.is_empty(),
+            "every write through a replica succeeds while etcd keeps a quorum: {:?}",
+            &log.failed[..log.failed.len().min(5)]
+        );
+
+        // The sentinel ends the watches: every event before it has been delivered.
+        expect(
+            &api_b,
+            reqwest::Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(configmap("sentinel", &[])),
+            201,
+        );
+        let acknowledged: BTreeSet<&str> = log
+            .acknowledged
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        for (what, watcher) in watchers {
+            let added = watcher.join().expect("watcher thread");
+            let versions: Vec<i64> = added.iter().map(|(version, _)| *version).collect();
+            assert!(
+                versions.windows(2).all(|w| w[0] < w[1]),
+                "{what}: events out of order"
+            );
+            let seen: BTreeSet<&str> = added.iter().map(|(_, name)| name.as_str()).collect();
+            assert_eq!(
+                seen.len(),
+                added.len(),
+                "{what}: an event was delivered twice"
+            );
+            let missed: Vec<_> = acknowledged.difference(&seen).collect();
+            assert!(
+                missed.is_empty(),
+                "{what}: the watch missed {} acknowledged creates: {missed:?}",
+                missed.len()
+            );
+        }
+        for (api, what) in [(&api_a, "replica a"), (&api_b, "replica b")] {
+            let listed: BTreeSet<String> = api.configmap_names("default").into_iter().collect();
+            let lost: Vec<_> = acknowledged
+                .iter()
+                .filter(|name| !listed.contains(**name))
+                .collect();
+            assert!(
+                lost.is_empty(),
+                "{what} lost {} acknowledged writes: {lost:?}",
+                lost.len()
+            );
+        }
+    });
 }

@@ -232,11 +232,13 @@ fn exhausted(what: &str, url: &str, failure: AttemptFailure, reason: String) -> 
 
 /// Failures worth retrying on another member: etcd or the connection is unavailable
 /// ("leader changed", "no leader", connection refused), or the transport broke (`Unknown`
-/// with a transport cause, such as a reset connection or a broken pipe).
+/// or `Cancelled` with a transport cause, such as a reset connection or a broken pipe:
+/// hyper reports a connection that closed under an in-flight request as `Cancelled`, seen
+/// when an etcd leader is killed under load).
 pub(crate) fn is_retryable(status: &Status) -> bool {
     match status.code() {
         Code::Unavailable => true,
-        Code::Unknown => {
+        Code::Unknown | Code::Cancelled => {
             let message = status.message();
             message.contains("transport")
                 || message.contains("connection")
@@ -273,8 +275,14 @@ pub(crate) fn describe(status: &Status) -> String {
     text
 }
 
-/// Jittered exponential backoff: 25 ms doubling to 1 s, each pause between half and all of
+/// Jittered exponential backoff: 25 ms doubling to 250 ms, each pause between half and all of
 /// the step (client-go's jitter keeps several replicas from retrying in lockstep).
+///
+/// The cap is short because the usual wait is an etcd leader election (one to two election
+/// timeouts, 1–2 s with etcd's defaults): a 1 s cap left writes waiting up to a second after
+/// the new leader was ready. etcd's own Go client retries every 25 ms; this is gentler.
+const MAX_BACKOFF_STEP: Duration = Duration::from_millis(250);
+
 #[derive(Debug)]
 pub(crate) struct Backoff {
     step: Duration,
@@ -291,7 +299,7 @@ impl Default for Backoff {
 impl Backoff {
     pub fn next_pause(&mut self) -> Duration {
         let step = self.step;
-        self.step = (self.step * 2).min(Duration::from_secs(1));
+        self.step = (self.step * 2).min(MAX_BACKOFF_STEP);
         step.mul_f64(rand::rng().random_range(0.5..=1.0))
     }
 
@@ -331,5 +339,38 @@ async fn probe_failed_members(members: std::sync::Weak<Members>, interval: Durat
             _ = closed.cancelled() => return,
         }
         drop(strong);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_failures_are_retried_and_etcd_refusals_are_not() {
+        for retried in [
+            Status::unavailable("etcdserver: leader changed"),
+            Status::unknown("transport error: connection reset"),
+            // What tonic reports when etcd's connection closes under an in-flight call.
+            Status::cancelled("operation was canceled: transport error: connection closed"),
+        ] {
+            assert!(is_retryable(&retried), "{retried:?}");
+        }
+        for returned in [
+            Status::out_of_range("etcdserver: mvcc: required revision has been compacted"),
+            Status::invalid_argument("etcdserver: request is too large"),
+            Status::cancelled("context canceled"),
+        ] {
+            assert!(!is_retryable(&returned), "{returned:?}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap_with_jitter() {
+        let mut backoff = Backoff::default();
+        let pauses: Vec<Duration> = (0..10).map(|_| backoff.next_pause()).collect();
+        assert!(pauses[0] <= Duration::from_millis(25));
+        assert!(pauses.iter().all(|pause| *pause <= MAX_BACKOFF_STEP));
+        assert!(pauses[9] >= MAX_BACKOFF_STEP / 2);
     }
 }
