@@ -421,9 +421,18 @@ impl WatchCache {
                         }
                     }
                     // A watcher that cannot keep up, or whose cache resynchronised, is closed;
-                    // the client re-watches from the last resourceVersion it saw (and gets 410
-                    // Expired if the store no longer has it).
-                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                    // the client re-watches from the last resourceVersion it saw. If the store
+                    // has compacted that away (the cache fell behind a compaction, so it
+                    // resynchronised), the watcher gets the 410 Expired now, in its stream,
+                    // that its re-watch would get.
+                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => {
+                        if let Ok(compacted) = self.store.compacted_revision().await
+                            && position < compacted
+                        {
+                            let _ = sender.send(WatchItem::Error(expired(position, compacted))).await;
+                        }
+                        return;
+                    }
                 }
             }
         }

@@ -136,12 +136,16 @@ enum Scenario {
     /// 100 target groups, 100 security groups) torn down, time and AWS API calls, against a
     /// script that already knows the order and the ids.
     CloudGc,
+    /// Finale on etcd: creates/s through one and two replicas (against etcd puts and one
+    /// replica), controller failover after SIGKILL of the Lease holder, and the longest write
+    /// gap when the etcd leader is killed (against etcd's own leaderless time).
+    HighAvailability,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 11] = [
+    const ALL: [Scenario; 12] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::ColdStart,
@@ -153,6 +157,7 @@ impl Scenario {
         Scenario::GarbageCollection,
         Scenario::DatabaseOperator,
         Scenario::TenantTeardown,
+        Scenario::HighAvailability,
     ];
 
     fn name(self) -> &'static str {
@@ -168,6 +173,7 @@ impl Scenario {
             Scenario::TenantTeardown => "tenant-teardown",
             Scenario::DeletionInsight => "deletion-insight",
             Scenario::CloudGc => "cloud-gc",
+            Scenario::HighAvailability => "high-availability",
             Scenario::All => "all",
         }
     }
@@ -193,6 +199,7 @@ impl Scenario {
             }
             Scenario::DeletionInsight => scenarios::deletion_insight::run(settings, report).await,
             Scenario::CloudGc => scenarios::cloud_gc::run(settings, report).await,
+            Scenario::HighAvailability => scenarios::high_availability::run(settings, report).await,
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }

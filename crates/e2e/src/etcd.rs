@@ -340,7 +340,7 @@ impl EtcdCluster {
     pub fn leader(&self) -> anyhow::Result<usize> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            match self.agreed_leader() {
+            match self.agreed_leader_now() {
                 Ok(index) => return Ok(index),
                 Err(error) if Instant::now() > deadline => return Err(error),
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
@@ -348,7 +348,9 @@ impl EtcdCluster {
         }
     }
 
-    fn agreed_leader(&self) -> anyhow::Result<usize> {
+    /// The index of the leader the running members agree on now, without waiting: an error
+    /// while they have none, disagree, or name a member that is down.
+    pub fn agreed_leader_now(&self) -> anyhow::Result<usize> {
         let mut statuses = Vec::new();
         for (index, member) in self.members.iter().enumerate() {
             if member.is_running() {

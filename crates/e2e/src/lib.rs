@@ -45,9 +45,22 @@ pub struct FinaleServer {
 /// store: `FINALE_TEST_STORE=etcd` (a fresh in-memory etcd member per server).
 pub const TEST_STORE_VAR: &str = "FINALE_TEST_STORE";
 
-/// Whether the suites run on etcd (`FINALE_TEST_STORE=etcd`).
+/// The suffix of a test binary's name that runs its servers on etcd: `tests/x_on_etcd.rs`
+/// includes the suite `tests/x.rs`, so that one `cargo nextest run` runs it on both backends.
+pub const ON_ETCD_SUFFIX: &str = "_on_etcd";
+
+/// Whether the suites run on etcd: `FINALE_TEST_STORE=etcd`, or a test binary named
+/// `…_on_etcd` (cargo names it `…_on_etcd-<hash>`).
 pub fn test_store_is_etcd() -> bool {
-    std::env::var(TEST_STORE_VAR).is_ok_and(|store| store == "etcd")
+    if std::env::var(TEST_STORE_VAR).is_ok_and(|store| store == "etcd") {
+        return true;
+    }
+    std::env::current_exe().is_ok_and(|exe| {
+        exe.file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.rsplit_once('-'))
+            .is_some_and(|(target, _hash)| target.ends_with(ON_ETCD_SUFFIX))
+    })
 }
 
 impl FinaleServer {

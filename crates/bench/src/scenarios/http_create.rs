@@ -26,13 +26,13 @@ const SCENARIO: &str = "http-create";
 const CLIENTS: usize = 64;
 
 /// Creates ConfigMaps in `default`, one at a time, over its own connection.
-struct ConfigMapCreator {
-    client: reqwest::Client,
+pub(crate) struct ConfigMapCreator {
+    pub client: reqwest::Client,
     /// The collection URL, `…/api/v1/namespaces/default/configmaps`.
-    url: Arc<str>,
+    pub url: Arc<str>,
     /// Names are `{prefix}{seq}`: unique per run and worker.
-    prefix: String,
-    data: Arc<str>,
+    pub prefix: String,
+    pub data: Arc<str>,
 }
 
 impl Worker for ConfigMapCreator {

@@ -12,6 +12,7 @@ pub mod cold_start;
 pub mod deletion_insight;
 pub mod finalizer_removal;
 pub mod garbage_collection;
+pub mod high_availability;
 pub mod http_create;
 pub mod idle_rss;
 pub mod namespace_teardown;
