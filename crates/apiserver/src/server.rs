@@ -334,6 +334,8 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             "serving established custom resource definitions"
         );
     }
+    // Every replica serves every established CRD, whichever replica runs the controllers.
+    crate::controllers::crd::spawn_serving(Arc::clone(&registry), shutdown.clone());
     let controllers = Arc::new(Controllers::default());
     let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();

@@ -512,3 +512,136 @@ fn killing_an_etcd_follower_then_the_leader_under_load_loses_no_write_and_no_eve
         }
     });
 }
+
+#[test]
+fn what_one_replica_writes_the_other_reads_watches_and_serves() {
+    let etcd = Etcd::start_in_memory().expect("start etcd");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pki = dir.path().join("pki");
+    let a = replica(dir.path(), "a", &etcd.endpoint, &pki);
+    let b = replica(dir.path(), "b", &etcd.endpoint, &pki);
+    let api_a = Api::new(&a).expect("client a");
+    let api_b = Api::new(&b).expect("client b");
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let before = resource_version(&expect(&api_a, reqwest::Method::GET, cms, None, 200));
+
+    // A GET without a resourceVersion is a quorum read on every replica: B sees at once what
+    // A has just acknowledged, every time.
+    let mut created = Vec::new();
+    for index in 0..20 {
+        let name = format!("cross-{index}");
+        let object = expect(
+            &api_a,
+            reqwest::Method::POST,
+            cms,
+            Some(configmap(&name, &[])),
+            201,
+        );
+        let read = expect(
+            &api_b,
+            reqwest::Method::GET,
+            &format!("{cms}/{name}"),
+            None,
+            200,
+        );
+        assert_eq!(read["metadata"]["uid"], object["metadata"]["uid"]);
+        created.push((name, resource_version(&object)));
+    }
+    // resourceVersion=N is "not older than N" on either replica.
+    let (last_name, last_rv) = created.last().cloned().expect("created");
+    let read = expect(
+        &api_b,
+        reqwest::Method::GET,
+        &format!("{cms}/{last_name}?resourceVersion={last_rv}"),
+        None,
+        200,
+    );
+    assert!(resource_version(&read) >= last_rv);
+    let list = expect(
+        &api_b,
+        reqwest::Method::GET,
+        &format!("{cms}?resourceVersion={last_rv}&resourceVersionMatch=NotOlderThan"),
+        None,
+        200,
+    );
+    assert!(resource_version(&list) >= last_rv);
+    let listed: BTreeSet<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|item| item["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        created
+            .iter()
+            .all(|(name, _)| listed.contains(name.as_str()))
+    );
+    // A watch on B from a resourceVersion A gave out sees A's creates, in order, once each.
+    let events = watch_until(
+        &b,
+        &format!("{cms}?allowWatchBookmarks=false"),
+        before,
+        |kind, object| kind == "ADDED" && object["metadata"]["name"] == last_name.as_str(),
+    );
+    let watched: Vec<(i64, &str)> = events
+        .iter()
+        .filter(|(_, kind, _)| kind == "ADDED")
+        .map(|(rv, _, object)| (*rv, object["metadata"]["name"].as_str().unwrap_or("")))
+        .collect();
+    let expected: Vec<(i64, &str)> = created
+        .iter()
+        .map(|(name, rv)| (*rv, name.as_str()))
+        .collect();
+    assert_eq!(watched, expected);
+
+    // A CRD created through A is served by B: discovery, then its custom resources.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"kind": "Gadget", "plural": "gadgets"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                }},
+            }],
+        },
+    });
+    expect(
+        &api_a,
+        reqwest::Method::POST,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(crd),
+        201,
+    );
+    let served = eventually(Duration::from_secs(15), || {
+        let discovery = api_b.get("/apis/example.com/v1").ok()?;
+        (discovery.status == 200 && discovery.body.contains("\"gadgets\"")).then_some(())
+    });
+    assert!(
+        served.is_some(),
+        "replica b does not serve the CRD\n{}",
+        b.log()
+    );
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    expect(
+        &api_b,
+        reqwest::Method::POST,
+        gadgets,
+        Some(json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+                    "metadata": {"name": "g1"}, "spec": {"size": 3}})),
+        201,
+    );
+    let gadget = expect(
+        &api_a,
+        reqwest::Method::GET,
+        &format!("{gadgets}/g1"),
+        None,
+        200,
+    );
+    assert_eq!(gadget["spec"]["size"], 3);
+}

@@ -12,7 +12,9 @@
 //!   and the controller unregisters its types.
 //!
 //! [`load_established`] runs before the server listens, so a restart serves every
-//! established CRD from the first request.
+//! established CRD from the first request. The controller runs on the replica that holds the
+//! controllers' Lease; [`spawn_serving`] runs on every replica and serves what the stored CRDs
+//! say, so that all replicas serve every established CRD.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -62,6 +64,58 @@ pub async fn load_established(registry: &Registry) -> ApiResult<usize> {
         }
     }
     Ok(loaded)
+}
+
+/// Runs on every replica, leader or not: serves what the stored CRDs define. The controller
+/// under the controllers' Lease ([`spawn`]) accepts names and writes the status; this task
+/// follows the result, so a CRD established through one replica is served by all of them
+/// (each kube-apiserver's CRD handler does the same), and a CRD being deleted refuses new
+/// instances on every replica.
+pub fn spawn_serving(
+    registry: Arc<Registry>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move { follow_established(registry, shutdown).await })
+}
+
+async fn follow_established(registry: Arc<Registry>, shutdown: CancellationToken) {
+    let mut events = None;
+    loop {
+        let Some(stream) = events.as_mut() else {
+            match watch_crds(&registry).await {
+                Ok(stream) => events = Some(stream),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot watch CRDs to serve them; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+            }
+            continue;
+        };
+        let item = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            item = stream.next() => item,
+        };
+        match item {
+            Some(WatchItem::Change {
+                event_type: "DELETED",
+                object,
+            }) => unregister(&registry, &object),
+            Some(WatchItem::Change { object, .. }) => {
+                if condition_true(&object, "Established")
+                    && name_conflict(&registry, &object).is_none()
+                    && let Err(error) = register(&registry, &object)
+                {
+                    tracing::warn!(crd = object::name(&object), %error, "cannot serve a CRD");
+                }
+            }
+            Some(_) => {}
+            // The watch ended (the cache resynchronised): watch again, from a fresh list.
+            None => events = None,
+        }
+    }
 }
 
 pub fn spawn(registry: Arc<Registry>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
