@@ -152,12 +152,12 @@ impl Scenario {
         Scenario::IdleRss,
         Scenario::DeletionInsight,
         Scenario::CloudGc,
+        Scenario::HighAvailability,
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
         Scenario::GarbageCollection,
         Scenario::DatabaseOperator,
         Scenario::TenantTeardown,
-        Scenario::HighAvailability,
     ];
 
     fn name(self) -> &'static str {
