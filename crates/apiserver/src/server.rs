@@ -390,7 +390,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         crate::controllers::leadership::spawn(
             Arc::clone(&registry),
             lease,
-            leader,
+            leader.clone(),
             start_controllers,
             Arc::clone(&controllers),
             shutdown.clone(),
@@ -433,11 +433,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             config.limits.max_requests_inflight,
             config.limits.max_mutating_requests_inflight,
         )),
-        insight: Arc::new(crate::insight::Insight::new(
-            Arc::clone(&registry),
-            gc_view,
-            terminating,
-        )),
+        insight: Arc::new(
+            crate::insight::Insight::new(Arc::clone(&registry), gc_view, terminating)
+                .with_leadership(leader.clone()),
+        ),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(

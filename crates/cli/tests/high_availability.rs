@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Api, binary, configmap, eventually, resource_version, watch_until};
-use finale_e2e::{Etcd, EtcdCluster, FinaleServer};
+use finale_e2e::{Etcd, EtcdCluster, FinaleServer, Signal};
 use serde_json::{Value, json};
 
 /// Short timings, so that the takeover happens within seconds.
@@ -28,10 +28,21 @@ const FAST_LEASE: [&str; 3] = [
 ];
 const HOLD: &str = "example.com/hold";
 
+/// Prompt acquisition, a long term: a frozen leader keeps the Lease for 30 s.
+const LONG_LEASE: [&str; 3] = [
+    "--leader-elect-lease-duration=30s",
+    "--leader-elect-renew-deadline=20s",
+    "--leader-elect-retry-period=500ms",
+];
+
 fn replica(dir: &Path, name: &str, etcd: &str, pki: &Path) -> FinaleServer {
+    replica_with(dir, name, etcd, pki, &FAST_LEASE)
+}
+
+fn replica_with(dir: &Path, name: &str, etcd: &str, pki: &Path, lease: &[&str]) -> FinaleServer {
     let pki = pki.to_str().expect("UTF-8 path");
     let mut args = vec!["--etcd-servers", etcd, "--pki-dir", pki];
-    args.extend(FAST_LEASE);
+    args.extend(lease);
     FinaleServer::start_with(binary(), &dir.join(name), "127.0.0.1:0", &args)
         .unwrap_or_else(|e| panic!("start replica {name}: {e:#}"))
 }
@@ -644,4 +655,176 @@ fn what_one_replica_writes_the_other_reads_watches_and_serves() {
         200,
     );
     assert_eq!(gadget["spec"]["size"], 3);
+}
+
+/// A `DeletionReview` of `target` in `mode` through `api`; returns its `status`.
+fn review(api: &Api, mode: &str, target: Value) -> Value {
+    let body = json!({"apiVersion": "deletion.finale.dev/v1alpha1", "kind": "DeletionReview",
+        "spec": {"mode": mode, "target": target, "propagationPolicy": "Background"}});
+    let body = if mode == "Plan" {
+        body
+    } else {
+        let mut explain = body;
+        explain["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("propagationPolicy");
+        explain
+    };
+    expect(
+        api,
+        reqwest::Method::POST,
+        "/apis/deletion.finale.dev/v1alpha1/deletionreviews",
+        Some(body),
+        201,
+    )["status"]
+        .clone()
+}
+
+#[test]
+fn a_standby_replica_reviews_deletion_from_the_ownership_graph_and_names_the_collectors_replica() {
+    let etcd = Etcd::start_in_memory().expect("start etcd");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pki = dir.path().join("pki");
+    let a = replica_with(dir.path(), "a", &etcd.endpoint, &pki, &LONG_LEASE);
+    let b = replica_with(dir.path(), "b", &etcd.endpoint, &pki, &LONG_LEASE);
+    let api_a = Api::new(&a).expect("client a");
+    let api_b = Api::new(&b).expect("client b");
+    let holder = eventually(Duration::from_secs(15), || {
+        lease_holder(&api_a).filter(|h| *h == identity(&a) || *h == identity(&b))
+    })
+    .unwrap_or_else(|| panic!("no replica took the Lease\n{}\n{}", a.log(), b.log()));
+    let (standby, leader_api, leader, leader_identity) = if holder == identity(&a) {
+        (&api_b, &api_a, &a, identity(&a))
+    } else {
+        (&api_a, &api_b, &b, identity(&b))
+    };
+
+    // Through the standby: an owner with three dependents, one of them held by a finalizer.
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let owner = expect(
+        standby,
+        reqwest::Method::POST,
+        cms,
+        Some(configmap("plan-owner", &[])),
+        201,
+    );
+    for index in 0..3 {
+        let mut dependent = configmap(&format!("plan-dep-{index}"), &[]);
+        dependent["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "plan-owner",
+            "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true,
+        }]);
+        if index == 0 {
+            dependent["metadata"]["finalizers"] = json!([HOLD]);
+        }
+        expect(standby, reqwest::Method::POST, cms, Some(dependent), 201);
+    }
+    let owner_target = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "namespace": "default", "name": "plan-owner"});
+
+    // The standby's plan follows the dependents at once (it reads them at one revision);
+    // the leader's, once its collector has watched them arrive.
+    let plan = review(standby, "Plan", owner_target.clone());
+    assert_eq!(plan["plan"]["deleted"], 4, "standby's plan: {plan:#}");
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            (review(leader_api, "Plan", owner_target.clone())["plan"]["deleted"] == 4).then_some(())
+        })
+        .is_some(),
+        "the leader's plan never counted the dependents"
+    );
+
+    // Deleted in the foreground, the owner waits on the held dependent; the standby's
+    // explanation names the replica whose collector does the work, and calls nothing stuck
+    // for want of a collector.
+    expect(
+        standby,
+        reqwest::Method::DELETE,
+        &format!("{cms}/plan-owner?propagationPolicy=Foreground"),
+        None,
+        200,
+    );
+    let held = format!("{cms}/plan-dep-0");
+    assert!(
+        eventually(Duration::from_secs(15), || terminating(standby, &held)
+            .then_some(()))
+        .is_some(),
+        "the leader's collector did not start the cascade"
+    );
+    let explained = review(standby, "Explain", owner_target);
+    assert_eq!(explained["verdict"], "Stuck", "{explained:#}");
+    let blocking = &explained["causes"][0];
+    assert_eq!(blocking["type"], "ForegroundDependents", "{explained:#}");
+    assert_eq!(blocking["children"][0]["object"]["name"], "plan-dep-0");
+
+    // With the leader frozen (its Lease still current), an orphaning delete waits on the
+    // leader's collector: the standby says so, names that replica, and calls it progressing,
+    // not stuck for want of a collector.
+    let kept = expect(
+        standby,
+        reqwest::Method::POST,
+        cms,
+        Some(configmap("orphan-owner", &[])),
+        201,
+    );
+    let mut dependent = configmap("orphan-dep", &[]);
+    dependent["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "orphan-owner",
+        "uid": kept["metadata"]["uid"],
+    }]);
+    expect(standby, reqwest::Method::POST, cms, Some(dependent), 201);
+    leader.signal(Signal::SIGSTOP).expect("freeze the leader");
+    expect(
+        standby,
+        reqwest::Method::DELETE,
+        &format!("{cms}/orphan-owner?propagationPolicy=Orphan"),
+        None,
+        200,
+    );
+    let orphan_target = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "namespace": "default", "name": "orphan-owner"});
+    let explained = review(standby, "Explain", orphan_target);
+    leader.signal(Signal::SIGCONT).expect("thaw the leader");
+    let text = explained.to_string();
+    assert!(
+        !text.contains("garbage collector is not running"),
+        "the standby blames a collector that runs elsewhere: {explained:#}"
+    );
+    let orphan_cause = &explained["causes"][0];
+    assert_eq!(orphan_cause["state"], "Progressing", "{explained:#}");
+    assert_eq!(
+        orphan_cause["evidence"]["gcReplica"],
+        leader_identity.as_str(),
+        "{explained:#}"
+    );
+    assert!(
+        message_of(orphan_cause).contains(&leader_identity),
+        "{explained:#}"
+    );
+    // Thawed, the leader's collector finishes: the owner goes, its dependent stays, orphaned.
+    assert!(
+        eventually(Duration::from_secs(30), || gone(
+            standby,
+            &format!("{cms}/orphan-owner")
+        )
+        .then_some(()))
+        .is_some(),
+        "the thawed leader did not finish the orphaning delete"
+    );
+    let orphan = expect(
+        standby,
+        reqwest::Method::GET,
+        &format!("{cms}/orphan-dep"),
+        None,
+        200,
+    );
+    assert!(
+        orphan["metadata"]["ownerReferences"].is_null(),
+        "{orphan:#}"
+    );
+}
+
+fn message_of(node: &Value) -> &str {
+    node["message"].as_str().unwrap_or_default()
 }

@@ -285,6 +285,13 @@ impl FinaleServer {
         Ok(())
     }
 
+    /// Sends `signal` without waiting: `SIGSTOP` freezes the server (its Lease goes unrenewed,
+    /// its controllers do nothing) until `SIGCONT`.
+    pub fn signal(&self, signal: Signal) -> anyhow::Result<()> {
+        let child = self.child.as_ref().context("the server is not running")?;
+        kill(Pid::from_raw(child.id() as i32), signal).context("send signal")
+    }
+
     /// Sends `signal` (e.g. SIGTERM), then waits (bounded, 20 s) for the exit; returns the exit
     /// status code (`None` if it died of a signal or was not running).
     pub fn terminate(&mut self, signal: Signal) -> anyhow::Result<Option<i32>> {

@@ -53,6 +53,7 @@ use serde_json::{Value, json};
 pub use api::{API_VERSION, GROUP, VERSION};
 
 use crate::controllers::gc::GcView;
+use crate::controllers::leadership::{LEASE_NAME, LEASE_NAMESPACE, LeaderFlag};
 use crate::crd::schema::StructuralSchema;
 use crate::field_validation::{self, FieldValidation};
 use crate::object;
@@ -159,6 +160,8 @@ pub struct Insight {
     registry: Arc<Registry>,
     gc: GcView,
     index: Arc<terminating::TerminatingIndex>,
+    /// Whether this replica holds the controllers' Lease (None: not known, single server).
+    leader: Option<LeaderFlag>,
 }
 
 impl Insight {
@@ -171,7 +174,52 @@ impl Insight {
             registry,
             gc,
             index,
+            leader: None,
         }
+    }
+
+    /// Reviews on a replica that does not hold the controllers' Lease read the ownership index
+    /// from the store instead of this replica's idle collector (see [`Insight::gc_view`]).
+    pub fn with_leadership(mut self, leader: LeaderFlag) -> Self {
+        self.leader = Some(leader);
+        self
+    }
+
+    /// The collector view a review at `snapshot` reads: this replica's collector when it runs;
+    /// on a standby replica while another holds the controllers' Lease, the ownership index of
+    /// the snapshot's objects, naming the replica whose collector does the work
+    /// ([`GcView::on_another_replica`]); else this replica's idle view, which says that no
+    /// collector runs.
+    async fn gc_view(&self, snapshot: &Snapshot) -> ApiResult<GcView> {
+        let standby = self.leader.as_ref().is_some_and(|flag| !flag.is_leader());
+        if self.gc.running() || !standby {
+            return Ok(self.gc.clone());
+        }
+        let catalog = self.registry.catalog();
+        let Some(leases) = catalog.lookup("coordination.k8s.io", "v1", "leases") else {
+            return Ok(self.gc.clone());
+        };
+        let holder = snapshot
+            .get(&leases, Some(LEASE_NAMESPACE), LEASE_NAME)
+            .await?
+            .and_then(|lease| {
+                lease
+                    .pointer("/spec/holderIdentity")
+                    .and_then(Value::as_str)
+                    .filter(|holder| !holder.is_empty())
+                    .map(str::to_string)
+            });
+        let Some(holder) = holder else {
+            return Ok(self.gc.clone());
+        };
+        let mut objects = Vec::new();
+        for resource in crate::controllers::gc::tracked_types_of(catalog) {
+            objects.extend(snapshot.list_trimmed(&resource, None).await?);
+        }
+        // Freed off the request path: a large copy takes a while to drop.
+        let view = GcView::on_another_replica(objects.iter(), holder);
+        tokio::task::spawn_blocking(move || drop(objects));
+        Ok(view)
     }
 
     /// The deletion figures for `/metrics`, from the terminating index.
@@ -296,14 +344,9 @@ impl Insight {
         let spec: tree::OwnershipReviewSpec = serde_json::from_value(spec)
             .map_err(|e| ApiError::bad_request(format!("spec does not decode: {e}")))?;
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
-        let status = tree::tree_at(
-            self.registry.catalog(),
-            &snapshot,
-            &self.gc,
-            &target_type,
-            &spec,
-        )
-        .await?;
+        let gc = self.gc_view(&snapshot).await?;
+        let status =
+            tree::tree_at(self.registry.catalog(), &snapshot, &gc, &target_type, &spec).await?;
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
         if let Some(map) = object.as_object_mut() {
@@ -409,14 +452,8 @@ impl Insight {
         spec: &DeletionReviewSpec,
     ) -> ApiResult<DeletionReviewStatus> {
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
-        plan_at(
-            self.registry.catalog(),
-            &snapshot,
-            &self.gc,
-            target_type,
-            spec,
-        )
-        .await
+        let gc = self.gc_view(&snapshot).await?;
+        plan_at(self.registry.catalog(), &snapshot, &gc, target_type, spec).await
     }
 
     /// A scoped review: every stuck object in `scope`, from the terminating index, each
@@ -424,9 +461,10 @@ impl Insight {
     /// name) and listed oldest deletion first; at most `max` are listed.
     async fn stuck(&self, scope: &ReviewScope, max: usize) -> ApiResult<DeletionReviewStatus> {
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
+        let gc = self.gc_view(&snapshot).await?;
         let now = chrono::Utc::now();
         let catalog = self.registry.catalog();
-        let mut explainer = review::Explainer::new(catalog, &snapshot, &self.gc, now).await?;
+        let mut explainer = review::Explainer::new(catalog, &snapshot, &gc, now).await?;
         let mut stuck = Vec::new();
         let mut deleting = 0usize;
         for entry in self.index.all() {
@@ -515,14 +553,8 @@ impl Insight {
         spec: &DeletionReviewSpec,
     ) -> ApiResult<DeletionReviewStatus> {
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
-        explain_at(
-            self.registry.catalog(),
-            &snapshot,
-            &self.gc,
-            target_type,
-            spec,
-        )
-        .await
+        let gc = self.gc_view(&snapshot).await?;
+        explain_at(self.registry.catalog(), &snapshot, &gc, target_type, spec).await
     }
 }
 

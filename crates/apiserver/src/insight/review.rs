@@ -565,6 +565,14 @@ impl<'a> Explainer<'a> {
                     "the garbage collector is not running, so nobody will {doing}. Run the server with its garbage collector (the default)"
                 ),
             )
+        } else if let Some(replica) = self.gc.runs_on() {
+            // A standby replica: the collector runs on the Lease holder.
+            (
+                CauseState::Progressing,
+                format!(
+                    "the garbage collector runs on replica {replica} (it holds the controllers' Lease) and is expected to {doing}; this replica is a standby and cannot see that collector's queues. If this stays, look at {replica}'s logs"
+                ),
+            )
         } else if !self.gc.sees_queues() {
             // A client-side answer: the ownership index is known, the queues are not.
             (
@@ -606,6 +614,9 @@ impl<'a> Explainer<'a> {
         };
         let mut cause = node(Some(this.clone()), type_, state, message, since);
         evidence(&mut cause, "gcRunning", self.gc.running().to_string());
+        if let Some(replica) = self.gc.runs_on() {
+            evidence(&mut cause, "gcReplica", replica.to_string());
+        }
         if self.gc.sees_queues() {
             evidence(&mut cause, "gcQueueDepth", depth.to_string());
         }

@@ -101,6 +101,13 @@ async fn create_rates(
     let url_a: Arc<str> = format!("{}/api/v1/namespaces/default/configmaps", a.url).into();
     let url_b: Arc<str> = format!("{}/api/v1/namespaces/default/configmaps", b.url).into();
     let data: Arc<str> = payload().into();
+    // Worker `worker` of a load, on replica b or a; `tag` keeps names unique per load.
+    let creator = |worker: usize, on_b: bool, tag: &str| ConfigMapCreator {
+        client: if on_b { &to_b } else { &to_a }[worker].clone(),
+        url: Arc::clone(if on_b { &url_b } else { &url_a }),
+        prefix: format!("{tag}-w{worker}-"),
+        data: Arc::clone(&data),
+    };
 
     let mut one = LoadFigures::new(
         SCENARIO,
@@ -136,13 +143,9 @@ async fn create_rates(
                     one.push(Side::Etcd, &result, report, &format!("{SCENARIO} {what}"));
                 }
                 CreateTarget::OneReplica => {
-                    let result = crate::load::run(&spec, |worker| ConfigMapCreator {
-                        client: to_a[worker].clone(),
-                        url: Arc::clone(&url_a),
-                        prefix: format!("one-r{run}-w{worker}-"),
-                        data: Arc::clone(&data),
-                    })
-                    .await?;
+                    let tag = format!("one-r{run}");
+                    let result =
+                        crate::load::run(&spec, |worker| creator(worker, false, &tag)).await?;
                     progress_load(
                         SCENARIO,
                         run,
@@ -156,17 +159,10 @@ async fn create_rates(
                 }
                 CreateTarget::TwoReplicas => {
                     // Even workers on replica a, odd ones on b: 32 clients each.
-                    let result = crate::load::run(&spec, |worker| ConfigMapCreator {
-                        client: if worker % 2 == 0 {
-                            to_a[worker].clone()
-                        } else {
-                            to_b[worker].clone()
-                        },
-                        url: Arc::clone(if worker % 2 == 0 { &url_a } else { &url_b }),
-                        prefix: format!("two-r{run}-w{worker}-"),
-                        data: Arc::clone(&data),
-                    })
-                    .await?;
+                    let tag = format!("two-r{run}");
+                    let result =
+                        crate::load::run(&spec, |worker| creator(worker, worker % 2 == 1, &tag))
+                            .await?;
                     progress_load(
                         SCENARIO,
                         run,

@@ -183,9 +183,13 @@ async fn follow_changes(collector: &Arc<Collector>, shutdown: &CancellationToken
 /// The kinds the collector tracks: every served resource but events (GC1), one type per
 /// storage prefix.
 fn tracked_types(registry: &Registry) -> Vec<Arc<ResourceType>> {
+    tracked_types_of(registry.catalog())
+}
+
+/// Every served type the collector tracks, one per storage prefix (core Events aside).
+pub(crate) fn tracked_types_of(catalog: &crate::resources::Catalog) -> Vec<Arc<ResourceType>> {
     let mut seen = HashSet::new();
-    registry
-        .catalog()
+    catalog
         .all()
         .into_iter()
         .filter(|t| t.plural != "events")

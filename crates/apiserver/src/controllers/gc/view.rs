@@ -43,6 +43,9 @@ pub struct GcView {
     pub(super) running: Arc<AtomicBool>,
     /// Built outside the server, from a copy of the objects: the queues are not visible.
     outside: bool,
+    /// Built on a standby replica: the collector runs on this replica (the holder of the
+    /// controllers' Lease), whose queues are not visible here.
+    runs_on: Option<String>,
 }
 
 /// The collector's work for one item.
@@ -106,8 +109,28 @@ impl GcView {
         view
     }
 
+    /// A standby replica's view: the ownership index of `objects` (read at one revision),
+    /// the queues unknown, the collector running on `replica`, which holds the controllers'
+    /// Lease. A standby runs no collector of its own, yet its reviews must follow dependents
+    /// and must not call an object stuck for want of a collector that runs elsewhere.
+    pub fn on_another_replica<'a>(
+        objects: impl IntoIterator<Item = &'a serde_json::Value>,
+        replica: String,
+    ) -> GcView {
+        GcView {
+            runs_on: Some(replica),
+            ..GcView::of_objects(objects)
+        }
+    }
+
+    /// The replica whose collector does the work, for a standby's view.
+    pub fn runs_on(&self) -> Option<&str> {
+        self.runs_on.as_deref()
+    }
+
     /// Whether the collector's queues are visible: false for a view built outside the
-    /// server ([`GcView::of_objects`]), where whether work is queued is unknown.
+    /// server ([`GcView::of_objects`]) or on a standby replica
+    /// ([`GcView::on_another_replica`]), where whether work is queued is unknown.
     pub fn sees_queues(&self) -> bool {
         !self.outside
     }
