@@ -150,6 +150,20 @@ impl Metrics {
         );
     }
 
+    /// `apiserver_controllers_fenced_writes_total`: controller writes refused because this
+    /// replica no longer held the controllers' Lease ([`crate::registry::fence`]).
+    pub fn register_fence(&self, fence: &crate::registry::fence::LeaseFence) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry.register(
+            "controllers_fenced_writes",
+            "Writes of the in-process controllers refused because this replica no longer held their Lease",
+            fence.refused().clone(),
+        );
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("apiserver");
         let requests = Family::<RequestLabels, Counter>::default();

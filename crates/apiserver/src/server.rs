@@ -344,8 +344,26 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let gc_view = crate::controllers::gc::GcView::default();
     let leader = crate::controllers::leadership::LeaderFlag::default();
     metrics.register_leader(&leader);
+    let lease = finale_lease::LeaseConfig {
+        lease_duration: config.leader_election.lease_duration,
+        renew_deadline: config.leader_election.renew_deadline,
+        retry_period: config.leader_election.retry_period,
+        ..finale_lease::LeaseConfig::new(
+            crate::controllers::leadership::LEASE_NAMESPACE.to_string(),
+            crate::controllers::leadership::LEASE_NAME.to_string(),
+            controllers_identity(&config.data_dir)?,
+        )
+    };
+    lease
+        .validate()
+        .context("invalid --leader-elect-* timings")?;
+    // The controllers write through a registry fenced on their Lease: once another replica
+    // has taken it, their writes are refused (registry/fence.rs).
+    let fence = crate::controllers::leadership::controllers_fence(&registry, &lease.identity)
+        .map_err(|e| anyhow::anyhow!("cannot fence the controllers: {e}"))?;
+    metrics.register_fence(&fence);
     let start_controllers: crate::controllers::leadership::StartControllers = {
-        let registry = Arc::clone(&registry);
+        let registry = Arc::new(registry.fenced(Arc::clone(&fence)));
         let gc_view = gc_view.clone();
         let run_gc = config.garbage_collector;
         let namespace_options = config.namespace_controller.clone();
@@ -372,24 +390,12 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             tasks
         })
     };
-    let lease = finale_lease::LeaseConfig {
-        lease_duration: config.leader_election.lease_duration,
-        renew_deadline: config.leader_election.renew_deadline,
-        retry_period: config.leader_election.retry_period,
-        ..finale_lease::LeaseConfig::new(
-            crate::controllers::leadership::LEASE_NAMESPACE.to_string(),
-            crate::controllers::leadership::LEASE_NAME.to_string(),
-            controllers_identity(&config.data_dir)?,
-        )
-    };
-    lease
-        .validate()
-        .context("invalid --leader-elect-* timings")?;
     controllers.add(
         "leader-election",
         crate::controllers::leadership::spawn(
             Arc::clone(&registry),
             lease,
+            fence,
             leader.clone(),
             start_controllers,
             Arc::clone(&controllers),

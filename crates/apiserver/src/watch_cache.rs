@@ -75,6 +75,9 @@ pub struct WatchRequest {
     pub send_initial_events_end: bool,
 }
 
+/// How many recent events the cache keeps by default (`--default-watch-cache-size`).
+pub const DEFAULT_HISTORY_CAPACITY: u32 = 100_000;
+
 #[derive(Clone, Debug)]
 pub struct WatchCacheOptions {
     /// How many recent events are kept in memory for watchers to resume from.
@@ -91,7 +94,7 @@ pub struct WatchCacheOptions {
 impl Default for WatchCacheOptions {
     fn default() -> Self {
         WatchCacheOptions {
-            history_capacity: 100_000,
+            history_capacity: DEFAULT_HISTORY_CAPACITY as usize,
             bookmark_interval: Duration::from_secs(60),
             change_stream_capacity: 8192,
         }
@@ -639,8 +642,12 @@ mod tests {
         ) -> StoreResult<WriteOutcome> {
             self.inner.write(op, precondition).await
         }
-        async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome> {
-            self.inner.write_all(writes).await
+        async fn write_all_guarded(
+            &self,
+            writes: Vec<(WriteOp, Precondition)>,
+            guards: Vec<finale_store::Guard>,
+        ) -> StoreResult<TxnOutcome> {
+            self.inner.write_all_guarded(writes, guards).await
         }
         async fn watch(
             &self,

@@ -109,6 +109,13 @@ struct ServerArgs {
     /// The pause between attempts to take or renew the controllers' Lease.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     leader_elect_retry_period: std::time::Duration,
+    /// How many recent changes the watch cache keeps, for watchers to resume from without
+    /// reading the store (kube-apiserver's flag; Finale keeps one history for all resources
+    /// rather than one per resource). A watch from an older resourceVersion is served from
+    /// the store, or gets 410 Expired once the store has compacted it.
+    #[arg(long, value_name = "N", default_value_t = finale_apiserver::watch_cache::DEFAULT_HISTORY_CAPACITY,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    default_watch_cache_size: u32,
     /// Switch API group versions on or off, as kube-apiserver's flag: a comma-separated list
     /// of `group/version=bool`. Only `deletion.finale.dev/v1alpha1` can be switched
     /// (`--runtime-config=deletion.finale.dev/v1alpha1=false` serves a cluster without it).
@@ -262,6 +269,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     config.extra_sans = args.tls_sans;
     config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
+    config.watch_cache.history_capacity = args.default_watch_cache_size as usize;
     config.limits.max_requests_inflight = args.max_requests_inflight;
     config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.limits.max_connections = args.max_connections;

@@ -9,8 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, configmap, eventually, kubectl_watch_opened};
-use finale_e2e::Etcd;
+use common::{Env, configmap, eventually, kubectl_watch_opened, resource_version};
+use finale_e2e::stall_proxy::StallProxy;
+use finale_e2e::{Etcd, Kubectl};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -100,5 +101,125 @@ fn while_etcd_is_down_readiness_fails_and_requests_get_a_503_status_then_all_res
     assert!(
         !watch.output().contains("configmap/during"),
         "nothing half-written reaches watchers"
+    );
+}
+
+/// How many successful lists of the ConfigMap `target` kubectl's `-v=6` log shows.
+fn target_lists(output: &str) -> usize {
+    output
+        .lines()
+        .filter(|line| {
+            line.contains("/configmaps?")
+                && line.contains("fieldSelector=metadata.name%3Dtarget")
+                && !line.contains("watch=true")
+                && line.contains("200 OK")
+        })
+        .count()
+}
+
+/// kubectl's informers (here `kubectl wait --for=delete`) start over with a list when the
+/// resourceVersion they resume a watch from has been compacted: the server answers 410
+/// Expired, as kube-apiserver does, and client-go re-lists. The watch cache keeps 5 changes,
+/// so a resume from before 20 writes is served from etcd, which has compacted it.
+#[test]
+fn kubectl_relists_when_its_watch_resumes_from_a_compacted_revision() {
+    let etcd = Etcd::start_in_memory().expect("start etcd");
+    let env = Env::start_with(&[
+        "--etcd-servers",
+        &etcd.endpoint,
+        "--default-watch-cache-size=5",
+        "--etcd-compaction-interval=0",
+    ]);
+    let api = env.api();
+    let created = api
+        .post_json(CONFIGMAPS, &configmap("target", &[]))
+        .expect("create");
+    assert_eq!(created.status, 201, "{}", created.body);
+
+    // kubectl through a proxy that can cut its connection, as a network failure would.
+    let proxy = StallProxy::start(env.server.addr().parse().expect("server address"))
+        .expect("start the proxy");
+    let kubeconfig = std::fs::read_to_string(&env.server.kubeconfig).expect("kubeconfig");
+    let direct = format!("https://{}", env.server.addr());
+    assert!(kubeconfig.contains(&direct), "{kubeconfig}");
+    let proxied = env.dir.path().join("proxied-kubeconfig");
+    std::fs::write(
+        &proxied,
+        kubeconfig.replace(&direct, &format!("https://127.0.0.1:{}", proxy.port())),
+    )
+    .expect("write the proxied kubeconfig");
+    let kubectl = Kubectl::new(&proxied).expect("kubectl fixture");
+    let mut wait = kubectl
+        .spawn(&[
+            "wait",
+            "--for=delete",
+            "configmap/target",
+            "--timeout=120s",
+            "-v=6",
+        ])
+        .expect("kubectl wait");
+    let opened = wait
+        .wait_for(
+            Duration::from_secs(30),
+            "the watch to open",
+            kubectl_watch_opened,
+        )
+        .expect("watch opened");
+    let lists_before = target_lists(&opened);
+    // client-go re-lists after any watch that ends within a second having delivered nothing
+    // ("very short watch"); this one must outlive that rule, so that only a 410 can make
+    // kubectl list again.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    // While kubectl's connection is held, the world moves past the cache's history and etcd
+    // compacts it away; then the connection breaks and kubectl resumes its watch.
+    proxy.stall();
+    let mut last = 0;
+    for index in 0..20 {
+        let created = api
+            .post_json(CONFIGMAPS, &configmap(&format!("filler-{index}"), &[]))
+            .expect("create a filler");
+        assert_eq!(created.status, 201, "{}", created.body);
+        last = resource_version(&created.json());
+    }
+    etcd.compact(last).expect("compact etcd");
+    proxy.sever();
+    proxy.resume();
+
+    // Precondition: the resumed watch was refused and kubectl listed again.
+    let relisted = wait
+        .wait_for(
+            Duration::from_secs(60),
+            "a list after the refused watch",
+            |output| target_lists(output) > lists_before,
+        )
+        .unwrap_or_else(|e| panic!("{e:#}{}", env.log()));
+    assert!(
+        relisted.contains("too old resource version"),
+        "kubectl re-listed without a 410: {relisted}"
+    );
+    assert!(
+        wait.wait_exit(Duration::from_millis(1)).is_none(),
+        "{relisted}"
+    );
+
+    // Its new watch works: the deletion ends the wait.
+    let deleted = api
+        .request(
+            reqwest::Method::DELETE,
+            &format!("{CONFIGMAPS}/target"),
+            None,
+            None,
+        )
+        .expect("delete the target");
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let status = wait
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("kubectl wait did not end: {}", wait.output()));
+    let output = wait.output();
+    assert!(status.success(), "{output}");
+    assert!(
+        output.contains("configmap/target condition met"),
+        "{output}"
     );
 }

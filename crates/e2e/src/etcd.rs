@@ -219,6 +219,17 @@ impl Etcd {
         })
     }
 
+    /// Compacts the cluster's history up to `revision` (physically: the revisions are gone
+    /// when this returns), as `etcdctl compaction --physical` does.
+    pub fn compact(&self, revision: i64) -> anyhow::Result<()> {
+        self.http(
+            "POST",
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        )
+        .map(drop)
+    }
+
     /// Whether the member answers `/health` with `true` (it has a leader and a quorum).
     pub fn is_healthy(&self) -> bool {
         self.http("GET", "/health", "")

@@ -4,12 +4,14 @@
 //!
 //! While stalled, the proxy still accepts connections and keeps every socket open, but moves
 //! no byte in either direction; on [`StallProxy::resume`] it carries on where it stopped,
-//! losing nothing. Plain threads, so it works under any test runtime.
+//! losing nothing. [`StallProxy::sever`] closes every open connection at once, as a network
+//! failure would, and lets clients connect again. Plain threads, so it works under any test
+//! runtime.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,6 +29,8 @@ pub struct StallProxy {
 struct Flags {
     stalled: AtomicBool,
     stopping: AtomicBool,
+    /// Bumped by [`StallProxy::sever`]: a connection opened in an older generation closes.
+    generation: AtomicU64,
 }
 
 impl StallProxy {
@@ -38,6 +42,7 @@ impl StallProxy {
         let flags = Arc::new(Flags {
             stalled: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
         });
         let acceptor = {
             let flags = Arc::clone(&flags);
@@ -66,6 +71,12 @@ impl StallProxy {
     pub fn resume(&self) {
         self.flags.stalled.store(false, Ordering::SeqCst);
     }
+
+    /// Closes every connection open now, in both directions, dropping bytes held back; later
+    /// connections are forwarded as usual. Each connection closes within one poll (20 ms).
+    pub fn sever(&self) {
+        self.flags.generation.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for StallProxy {
@@ -91,7 +102,10 @@ fn accept_loop(listener: TcpListener, target: SocketAddr, flags: Arc<Flags>) {
                         continue;
                     };
                     let flags = Arc::clone(&flags);
-                    pumps.push(std::thread::spawn(move || pump(from, to, &flags)));
+                    let generation = flags.generation.load(Ordering::SeqCst);
+                    pumps.push(std::thread::spawn(move || {
+                        pump(from, to, &flags, generation)
+                    }));
                 }
             }
             Err(error) if error.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
@@ -105,12 +119,18 @@ fn accept_loop(listener: TcpListener, target: SocketAddr, flags: Arc<Flags>) {
 }
 
 /// Copies `from` to `to` until either side closes or the proxy stops; holds still while
-/// stalled (bytes then wait in the kernel's buffers).
-fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags) {
+/// stalled (bytes then wait in the kernel's buffers). A connection of an older `generation`
+/// than the proxy's is severed: both sockets shut in both directions.
+fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags, generation: u64) {
     let _ = from.set_nonblocking(false);
     let _ = from.set_read_timeout(Some(POLL));
     let mut buffer = [0u8; 16 * 1024];
     while !flags.stopping.load(Ordering::SeqCst) {
+        if flags.generation.load(Ordering::SeqCst) != generation {
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
         if flags.stalled.load(Ordering::SeqCst) {
             std::thread::sleep(POLL);
             continue;

@@ -13,6 +13,16 @@
 //! never by comparing the other holder's timestamps with our clock, so clock skew between
 //! machines does not matter, only clock rates.
 //!
+//! One difference from client-go, in when a standby looks: client-go reads the Lease once per
+//! (jittered) retry period, so it sees each renewal up to a retry period late and tries to take
+//! an expired Lease up to another retry period after it expired; with the defaults a takeover
+//! comes 15–19 s after the holder died. A standby here reads the Lease
+//! [`STANDBY_READS_PER_RETRY`] times per retry period and makes its attempt exactly when the
+//! Lease it saw expires, so a takeover comes at most `lease_duration` plus a quarter retry
+//! period after the holder's last renewal (13–15.5 s with the defaults). Seeing renewals
+//! sooner only brings `seen_at` closer to the renewal it observes, never before it, so the
+//! old leader's margin below is unchanged.
+//!
 //! # Guarantees
 //! - The leader's term ends ([`Leadership::lost`] is cancelled) no later than `renew_deadline`
 //!   after the *start* of its last successful renewal (or acquisition), whatever the API
@@ -47,6 +57,11 @@ use tokio_util::sync::CancellationToken;
 
 /// How long giving up the Lease at shutdown may take before we let it expire instead.
 pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How many times per retry period a standby reads the Lease (client-go: once). Each read is
+/// one GET of one small object; four per retry period (two per second with the defaults) see
+/// every renewal within a quarter of a retry period of its writing.
+pub const STANDBY_READS_PER_RETRY: u32 = 4;
 
 /// Where the Lease lives and how it is timed.
 #[derive(Clone, Debug)]
@@ -251,6 +266,7 @@ impl<A: LeaseApi> LeaderElector<A> {
         let mut observed: Option<Observed> = None;
         let mut announced_wait = false;
         loop {
+            let mut wait = self.config.retry_period;
             // The term is counted from before the write that wins it: the others count the
             // Lease's age from when they see that write, which can only be later.
             let started = Instant::now();
@@ -275,6 +291,7 @@ impl<A: LeaseApi> LeaderElector<A> {
                     return Ok(Some(self.lead(*lease, started)));
                 }
                 Ok(Attempt::HeldByOther) => {
+                    wait = self.standby_wait(observed.as_ref());
                     if !announced_wait {
                         announced_wait = true;
                         tracing::info!(
@@ -293,8 +310,20 @@ impl<A: LeaseApi> LeaderElector<A> {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(None),
-                _ = tokio::time::sleep(self.config.retry_period) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// How long a standby waits before its next read of a Lease another holds: a fraction of
+    /// the retry period, or less when the Lease it saw expires sooner, so that the attempt
+    /// comes at expiry rather than up to a retry period after it.
+    fn standby_wait(&self, observed: Option<&Observed>) -> Duration {
+        let poll = self.config.retry_period / STANDBY_READS_PER_RETRY;
+        let left = observed.map(|o| o.duration.saturating_sub(o.seen_at.elapsed()));
+        match left {
+            Some(left) if !left.is_zero() => poll.min(left),
+            _ => poll,
         }
     }
 
@@ -591,7 +620,154 @@ impl<A: LeaseApi> Drop for Leadership<A> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+
+    /// A Kubernetes-style error with a status code, for the fake.
+    #[derive(Debug, thiserror::Error)]
+    #[error("status {0}")]
+    struct Status(u16);
+
+    /// One Lease in memory, with resourceVersion compare-and-swap as a Kubernetes PUT has; the
+    /// test plays the other holder by writing to it directly. Only the timing logic above the
+    /// API is under test here; the real transports have their own tests.
+    #[derive(Clone, Default)]
+    struct MemoryLease {
+        lease: Arc<Mutex<Option<Lease>>>,
+        version: Arc<Mutex<u64>>,
+    }
+
+    impl MemoryLease {
+        fn store(&self, mut lease: Lease) -> Lease {
+            let mut version = self.version.lock().expect("lock");
+            *version += 1;
+            lease.metadata.resource_version = Some(version.to_string());
+            *self.lease.lock().expect("lock") = Some(lease.clone());
+            lease
+        }
+
+        fn holder(&self) -> Option<String> {
+            let lease = self.lease.lock().expect("lock");
+            lease.as_ref().and_then(holder_of).map(str::to_string)
+        }
+
+        /// The other replica renews its hold.
+        fn renew_as(&self, holder: &str, seconds: i32) {
+            let mut lease = self.lease.lock().expect("lock").clone().unwrap_or_default();
+            lease.metadata.name = Some("l".into());
+            lease.spec = Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(seconds),
+                renew_time: Some(now()),
+                ..LeaseSpec::default()
+            });
+            self.store(lease);
+        }
+    }
+
+    impl LeaseApi for MemoryLease {
+        fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Lease>, ApiError>> {
+            let lease = self.lease.lock().expect("lock").clone();
+            Box::pin(async move { Ok(lease) })
+        }
+
+        fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, ApiError>> {
+            let exists = self.lease.lock().expect("lock").is_some();
+            let result = if exists {
+                Err(Box::new(Status(409)) as ApiError)
+            } else {
+                Ok(self.store(lease.clone()))
+            };
+            Box::pin(async move { result })
+        }
+
+        fn replace<'a>(
+            &'a self,
+            _: &'a str,
+            lease: &'a Lease,
+        ) -> BoxFuture<'a, Result<Lease, ApiError>> {
+            let current = self
+                .lease
+                .lock()
+                .expect("lock")
+                .as_ref()
+                .and_then(|l| l.metadata.resource_version.clone());
+            let result = if current == lease.metadata.resource_version {
+                Ok(self.store(lease.clone()))
+            } else {
+                Err(Box::new(Status(409)) as ApiError)
+            };
+            Box::pin(async move { result })
+        }
+
+        fn status_code(error: &ApiError) -> Option<u16> {
+            error.downcast_ref::<Status>().map(|status| status.0)
+        }
+    }
+
+    /// The other holder renews every retry period for `renewals` periods, then dies; returns
+    /// when it last renewed. A standby's takeover comes no sooner than `lease_duration` after
+    /// that renewal and no later than a quarter retry period past it (client-go: up to two
+    /// retry periods past it).
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_takes_over_as_the_lease_it_saw_expires() {
+        let api = MemoryLease::default();
+        api.renew_as("other", 15);
+        let config = LeaseConfig::new("ns".into(), "l".into(), "me".into());
+        let retry = config.retry_period;
+        let elector = LeaderElector::new(api.clone(), config.clone());
+        let shutdown = CancellationToken::new();
+        let candidate = tokio::spawn(async move { elector.acquire(&shutdown).await });
+        // The holder renews five times, offset from the standby's reads, then dies.
+        tokio::time::sleep(retry / 3).await;
+        let mut last_renewal = Instant::now();
+        for _ in 0..5 {
+            tokio::time::sleep(retry).await;
+            assert_eq!(api.holder().as_deref(), Some("other"));
+            api.renew_as("other", 15);
+            last_renewal = Instant::now();
+        }
+        let leadership = candidate
+            .await
+            .expect("candidate task")
+            .expect("acquire")
+            .expect("not shut down");
+        let after = last_renewal.elapsed();
+        assert_eq!(api.holder().as_deref(), Some("me"));
+        assert!(
+            after >= config.lease_duration,
+            "took over {after:?} after the last renewal, before the Lease expired"
+        );
+        assert!(
+            after <= config.lease_duration + retry / STANDBY_READS_PER_RETRY,
+            "took over {after:?} after the last renewal"
+        );
+        drop(leadership);
+    }
+
+    /// A Lease nobody renews from the start is taken exactly as it expires on the standby's
+    /// clock, not at the next retry tick.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_never_renewed_is_taken_at_its_expiry() {
+        let api = MemoryLease::default();
+        api.renew_as("gone", 15);
+        let config = LeaseConfig::new("ns".into(), "l".into(), "me".into());
+        let started = Instant::now();
+        let elector = LeaderElector::new(api.clone(), config.clone());
+        let leadership = elector
+            .acquire(&CancellationToken::new())
+            .await
+            .expect("acquire")
+            .expect("not shut down");
+        let after = started.elapsed();
+        assert!(
+            after >= config.lease_duration
+                && after < config.lease_duration + Duration::from_millis(10),
+            "took over after {after:?}"
+        );
+        drop(leadership);
+    }
 
     #[test]
     fn timings_must_leave_the_old_leader_time_to_stop() {

@@ -359,12 +359,13 @@ impl Store for EtcdStore {
         write::write(self, op, precondition).await
     }
 
-    async fn write_all(
+    async fn write_all_guarded(
         &self,
         writes: Vec<(WriteOp, Precondition)>,
+        guards: Vec<finale_store::Guard>,
     ) -> StoreResult<finale_store::TxnOutcome> {
         self.closed_check()?;
-        write::write_all(self, writes).await
+        write::write_all(self, writes, guards).await
     }
 
     async fn watch(

@@ -285,11 +285,17 @@ pub(crate) async fn write(
 pub(crate) async fn write_all(
     store: &EtcdStore,
     writes: Vec<(WriteOp, Precondition)>,
+    guards: Vec<finale_store::Guard>,
 ) -> StoreResult<finale_store::TxnOutcome> {
     let mut seen = std::collections::HashSet::new();
     if !writes.iter().all(|(op, _)| seen.insert(op.key().to_vec())) {
         return Err(StoreError::Backend(
             "a transaction may write each key only once".into(),
+        ));
+    }
+    if guards.iter().any(|guard| seen.contains(&guard.key)) {
+        return Err(StoreError::Backend(
+            "a transaction guards a key it writes".into(),
         ));
     }
     let mut request = TxnRequest::default();
@@ -302,6 +308,20 @@ pub(crate) async fn write_all(
         request.compare.extend(single.compare);
         request.success.extend(single.success);
         request.failure.extend(single.failure);
+    }
+    // A guard compares and reads on failure; it writes nothing, so `success` has one answer
+    // per write and `failure` one per write, then one per guard.
+    for guard in &guards {
+        let key = store.full_key(&guard.key);
+        request
+            .compare
+            .extend(compare(&key, Precondition::ModRevision(guard.mod_revision)));
+        request.failure.push(RequestOp {
+            request: Some(Request::RequestRange(EtcdRange {
+                key,
+                ..Default::default()
+            })),
+        });
     }
     let members = &store.members;
     let deadline = Instant::now() + members.call_deadline();

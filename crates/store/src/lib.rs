@@ -7,7 +7,8 @@
 //! - per key: `create_revision`, `mod_revision` and `version` ([`KeyValue`]);
 //! - single-key writes guarded by a [`Precondition`] on `mod_revision` (an etcd `Txn` compare),
 //!   and [`Store::write_all`]: several such writes committed all or none (an etcd `Txn` with
-//!   several compares and operations);
+//!   several compares and operations), optionally fenced by [`Guard`]s on other keys
+//!   ([`Store::write_all_guarded`]: compares without writes);
 //! - ordered range reads with a limit, at the latest or an older revision;
 //! - watches from a revision, carrying the previous value of each key;
 //! - compaction: history below the compacted revision is gone, and reading or watching there
@@ -81,6 +82,15 @@ impl WriteOp {
     }
 }
 
+/// A compare without a write: the transaction commits only if `key`'s `mod_revision` is
+/// exactly `mod_revision` (0: the key is absent), as an etcd `Txn` compare on a key it does
+/// not write. Used to fence writes on another key's state (a leader's Lease).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub key: Vec<u8>,
+    pub mod_revision: Revision,
+}
+
 /// The result of a write whose precondition held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteResult {
@@ -108,9 +118,10 @@ pub enum WriteOutcome {
 pub enum TxnOutcome {
     /// Every write was committed, in order; one result per write.
     Committed(Vec<WriteResult>),
-    /// Nothing was written because at least one precondition failed (a delete of a missing
-    /// key counts as failed, as in [`Store::write`]). `current` holds every key's state when
-    /// the preconditions were checked, in the order of the writes.
+    /// Nothing was written because at least one precondition or guard failed (a delete of a
+    /// missing key counts as failed, as in [`Store::write`]). `current` holds every key's
+    /// state when the preconditions were checked: the writes' keys in order, then the guards'
+    /// keys in order.
     PreconditionFailed { current: Vec<Option<KeyValue>> },
 }
 
@@ -234,7 +245,18 @@ pub trait Store: Send + Sync + 'static {
     /// Callers must only rely on "each write's revision is at least the first one's, and the
     /// last one's is the highest". Writing one key twice is refused with
     /// [`StoreError::Backend`] and writes nothing.
-    async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome>;
+    async fn write_all(&self, writes: Vec<(WriteOp, Precondition)>) -> StoreResult<TxnOutcome> {
+        self.write_all_guarded(writes, Vec::new()).await
+    }
+
+    /// [`Store::write_all`], committed only if every guard holds as well, in the same atomic
+    /// check. A guard on a key the transaction writes is refused with [`StoreError::Backend`]
+    /// (use that write's precondition instead).
+    async fn write_all_guarded(
+        &self,
+        writes: Vec<(WriteOp, Precondition)>,
+        guards: Vec<Guard>,
+    ) -> StoreResult<TxnOutcome>;
 
     /// Streams every change to keys in `range` with revision strictly greater than
     /// `after_revision`, first from history, then live. Fails with

@@ -17,13 +17,11 @@
 //!   for the old controllers to stop.
 //! - At shutdown the Lease is released (holder cleared), so a standby takes over at once.
 //!
-//! # Caveats
-//! - Controller writes are not fenced on the Lease's revision: a replica paused longer than
-//!   `lease_duration - renew_deadline` may still write after its successor started, as in
-//!   Kubernetes. Every controller write carries its own resourceVersion or uid precondition,
-//!   which limits the damage to a redundant, conflicting attempt.
-//! - A standby replica has no garbage-collector graph, so deletion reviews it serves cannot
-//!   follow dependents; the review says the collector is not running there.
+//! - Controller writes are fenced on the Lease ([`crate::registry::fence`]): the controllers
+//!   write through a registry whose every write requires, in the same store transaction, that
+//!   the Lease is as this replica last wrote it. A replica paused for longer than
+//!   `lease_duration - renew_deadline` (where Kubernetes' controllers may still write after
+//!   their successor started) has its writes refused once another replica took the Lease.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use finale_lease::{ApiError as LeaseApiError, Lease, LeaseConfig};
 
 use crate::http::health::Controllers;
+use crate::registry::fence::LeaseFence;
 use crate::registry::{Registry, Subresource, WriteOptions};
 use crate::resources::ResourceType;
 use crate::status::ApiError;
@@ -56,15 +55,60 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(4);
 pub struct RegistryLeases {
     registry: Arc<Registry>,
     leases: Arc<ResourceType>,
+    /// Told of every write of the Lease that names this replica, so that the controllers'
+    /// fenced writes carry its revision.
+    fence: Arc<LeaseFence>,
+}
+
+/// The fence of the controllers' writes on their Lease, for holder `identity`
+/// ([`crate::registry::fence`]).
+pub fn controllers_fence(registry: &Registry, identity: &str) -> Result<Arc<LeaseFence>, ApiError> {
+    let leases = lease_type(registry)?;
+    Ok(Arc::new(LeaseFence::new(
+        leases.object_key(Some(LEASE_NAMESPACE), LEASE_NAME),
+        format!("{LEASE_NAMESPACE}/{LEASE_NAME}"),
+        identity.to_string(),
+    )))
+}
+
+fn lease_type(registry: &Registry) -> Result<Arc<ResourceType>, ApiError> {
+    registry
+        .catalog()
+        .lookup("coordination.k8s.io", "v1", "leases")
+        .ok_or_else(|| ApiError::internal("the leases resource is not registered"))
 }
 
 impl RegistryLeases {
-    pub fn new(registry: Arc<Registry>) -> Result<RegistryLeases, ApiError> {
-        let leases = registry
-            .catalog()
-            .lookup("coordination.k8s.io", "v1", "leases")
-            .ok_or_else(|| ApiError::internal("the leases resource is not registered"))?;
-        Ok(RegistryLeases { registry, leases })
+    pub fn new(
+        registry: Arc<Registry>,
+        fence: Arc<LeaseFence>,
+    ) -> Result<RegistryLeases, ApiError> {
+        let leases = lease_type(&registry)?;
+        Ok(RegistryLeases {
+            registry,
+            leases,
+            fence,
+        })
+    }
+
+    /// A Lease this replica wrote: if it names this replica, the controllers' writes are
+    /// fenced at its revision from now on.
+    fn written(&self, object: Value) -> Result<Lease, LeaseApiError> {
+        let lease = to_lease(object)?;
+        let ours = lease
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.holder_identity.as_deref())
+            == Some(self.fence.identity());
+        let revision = lease
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok());
+        if ours && let Some(revision) = revision {
+            self.fence.hold(revision);
+        }
+        Ok(lease)
     }
 
     fn options() -> WriteOptions {
@@ -114,7 +158,7 @@ impl finale_lease::LeaseApi for RegistryLeases {
                     &Self::options(),
                 )
                 .await?;
-            to_lease(written.object)
+            self.written(written.object)
         }
         .boxed()
     }
@@ -136,7 +180,7 @@ impl finale_lease::LeaseApi for RegistryLeases {
                     &Self::options(),
                 )
                 .await?;
-            to_lease(written.object)
+            self.written(written.object)
         }
         .boxed()
     }
@@ -168,26 +212,35 @@ pub type StartControllers =
 
 /// Competes for the controllers' Lease until `shutdown`, running the controllers while it
 /// leads. The returned task ends after shutdown, with the Lease released.
+/// `fence` must be [`controllers_fence`] for `config.identity`; the controllers `start` runs
+/// should write through `registry.fenced(fence)`.
 pub fn spawn(
     registry: Arc<Registry>,
     config: LeaseConfig,
+    fence: Arc<LeaseFence>,
     flag: LeaderFlag,
     start: StartControllers,
     health: Arc<Controllers>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>, ApiError> {
-    let leases = RegistryLeases::new(registry)?;
+    if fence.identity() != config.identity {
+        return Err(ApiError::internal(
+            "the controllers' fence names another identity than their Lease",
+        ));
+    }
+    let leases = RegistryLeases::new(registry, Arc::clone(&fence))?;
     config
         .validate()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let elector = finale_lease::LeaderElector::new(leases, config);
     Ok(tokio::spawn(async move {
-        run(elector, flag, start, health, shutdown).await;
+        run(elector, fence, flag, start, health, shutdown).await;
     }))
 }
 
 async fn run(
     elector: finale_lease::LeaderElector<RegistryLeases>,
+    fence: Arc<LeaseFence>,
     flag: LeaderFlag,
     start: StartControllers,
     health: Arc<Controllers>,
@@ -207,6 +260,8 @@ async fn run(
             }
         };
         let term = leadership.lost();
+        // The acquisition was recorded by `RegistryLeases::written`.
+        fence.open();
         flag.set(true);
         let tasks = start(term.clone());
         health.set_term(
@@ -220,6 +275,8 @@ async fn run(
             _ = term.cancelled() => {}
         }
         flag.set(false);
+        // From here the term's controllers' writes are refused, even before they stop.
+        fence.release();
         health.set_term(Vec::new());
         // Stop this term's controllers before anything else: a successor may start soon.
         term.cancel();

@@ -221,6 +221,14 @@ impl LeaseTimings {
         }
     }
 
+    /// The holder renews the Lease once per retry period.
+    fn retry_period(self) -> Duration {
+        match self {
+            LeaseTimings::Default => Duration::from_secs(2),
+            LeaseTimings::Short => Duration::from_millis(500),
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             LeaseTimings::Default => "default Lease timings (15 s)",
@@ -236,6 +244,43 @@ fn identity(server: &FinaleServer) -> anyhow::Result<String> {
         .with_context(|| format!("read {}", path.display()))?
         .trim()
         .to_string())
+}
+
+/// The Lease's last renewal, on the holder's clock (the same machine's).
+async fn renew_time(client: &reqwest::Client, url: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let response = client.get(format!("{url}{LEASE_PATH}")).send().await.ok()?;
+    let lease: serde_json::Value = response.json().await.ok()?;
+    let renewed = lease["spec"]["renewTime"].as_str()?;
+    chrono::DateTime::parse_from_rfc3339(renewed)
+        .ok()
+        .map(|time| time.with_timezone(&chrono::Utc))
+}
+
+/// Waits until `phase` after the holder's latest renewal (renewals come every
+/// `retry_period`). A failover's length depends on when, between two renewals, the holder
+/// dies; the runs kill at phases spread evenly over the retry period instead of wherever the
+/// harness happens to be, which correlates with the renewals (a restart takes about one).
+async fn wait_for_renewal_phase(
+    client: &reqwest::Client,
+    url: &str,
+    retry_period: Duration,
+    phase: Duration,
+) -> anyhow::Result<()> {
+    let renewed = renew_time(client, url)
+        .await
+        .context("read the Lease's renewTime")?;
+    let since = (chrono::Utc::now() - renewed)
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    let period = retry_period.as_nanos().max(1);
+    let into_period = Duration::from_nanos((since.as_nanos() % period) as u64);
+    let wait = if phase >= into_period {
+        phase - into_period
+    } else {
+        retry_period - into_period + phase
+    };
+    tokio::time::sleep(wait).await;
+    Ok(())
 }
 
 /// The Lease's holder as `client` sees it, if it can answer.
@@ -351,6 +396,11 @@ async fn controller_failover(
         )
         .await?;
 
+        // Run k of n kills at (k + ½)/n of a retry period after a renewal.
+        let phase = timings
+            .retry_period()
+            .mul_f64((run as f64 + 0.5) / settings.runs.max(1) as f64);
+        wait_for_renewal_phase(client, &url, timings.retry_period(), phase).await?;
         let killed = replicas.remove(holder);
         let killed_at = Instant::now();
         let killed = tokio::task::spawn_blocking(move || {
@@ -393,11 +443,12 @@ async fn controller_failover(
         let collected = collected.unwrap_or_default();
         let taken = taken.unwrap_or(collected);
         eprintln!(
-            "[{SCENARIO}] run {}/{}, {}: Lease taken over after {:.0} ms, dependent collected \
-             after {:.0} ms",
+            "[{SCENARIO}] run {}/{}, {}: killed {:.0} ms after a renewal; Lease taken over \
+             after {:.0} ms, dependent collected after {:.0} ms",
             run + 1,
             settings.runs,
             timings.label(),
+            phase.as_secs_f64() * 1e3,
             taken.as_secs_f64() * 1e3,
             collected.as_secs_f64() * 1e3
         );

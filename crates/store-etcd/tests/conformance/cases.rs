@@ -656,3 +656,92 @@ pub async fn write_all_commits_every_write_or_none(f: Fixture) {
     assert!(matches!(twice, Err(StoreError::Backend(_))), "{twice:?}");
     assert_eq!(store.current_revision().await.expect("revision"), before);
 }
+
+/// `write_all_guarded`: a guard is a compare on a key the transaction does not write. It
+/// commits only while the guarded key is at the guard's revision; a failed guard writes
+/// nothing and reports the guarded key's state after the writes' keys.
+pub async fn guards_fence_a_transaction_on_another_key(f: Fixture) {
+    use finale_store::{Guard, TxnOutcome, WriteOp};
+    let store = &*f.store;
+    let put = |key: &str, value: &str| WriteOp::Put {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+    };
+    let lease = set(store, "lease", "mine").await;
+    let guard = |revision| Guard {
+        key: b"lease".to_vec(),
+        mod_revision: revision,
+    };
+
+    let TxnOutcome::Committed(results) = store
+        .write_all_guarded(
+            vec![(put("object", "v1"), Precondition::MustNotExist)],
+            vec![guard(lease.revision)],
+        )
+        .await
+        .expect("guarded write")
+    else {
+        panic!("the guard holds: the transaction commits");
+    };
+    assert_eq!(results.len(), 1);
+    let (guarded, _) = store.get(b"lease").await.expect("get");
+    assert_eq!(
+        guarded.map(|kv| kv.mod_revision),
+        Some(lease.revision),
+        "a guard writes nothing"
+    );
+
+    // Someone else writes the guarded key: the same guard now refuses, and nothing is written.
+    let taken = set(store, "lease", "theirs").await;
+    let before = store.current_revision().await.expect("revision");
+    let TxnOutcome::PreconditionFailed { current } = store
+        .write_all_guarded(
+            vec![(put("object", "v2"), Precondition::None)],
+            vec![guard(lease.revision)],
+        )
+        .await
+        .expect("guarded write")
+    else {
+        panic!("a failed guard must refuse the transaction");
+    };
+    assert_eq!(current.len(), 2, "the write's key, then the guard's");
+    assert_eq!(
+        current[0].as_ref().map(|kv| kv.value.clone()),
+        Some(b"v1".to_vec())
+    );
+    assert_eq!(
+        current[1]
+            .as_ref()
+            .map(|kv| (kv.value.clone(), kv.mod_revision)),
+        Some((b"theirs".to_vec(), taken.revision))
+    );
+    assert_eq!(store.current_revision().await.expect("revision"), before);
+
+    // A guard of revision 0 requires the key to be absent.
+    let absent = Guard {
+        key: b"nobody".to_vec(),
+        mod_revision: 0,
+    };
+    assert!(matches!(
+        store
+            .write_all_guarded(
+                vec![(put("object", "v3"), Precondition::None)],
+                vec![absent]
+            )
+            .await
+            .expect("guarded write"),
+        TxnOutcome::Committed(_)
+    ));
+
+    // Guarding a key the transaction writes is refused outright.
+    let refused = store
+        .write_all_guarded(
+            vec![(put("lease", "x"), Precondition::None)],
+            vec![guard(taken.revision)],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Backend(_))),
+        "{refused:?}"
+    );
+}

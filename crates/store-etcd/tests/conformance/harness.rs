@@ -132,9 +132,10 @@ impl Store for NoStore {
     async fn write(&self, _: WriteOp, _: Precondition) -> finale_store::StoreResult<WriteOutcome> {
         Err(StoreError::Closed)
     }
-    async fn write_all(
+    async fn write_all_guarded(
         &self,
         _: Vec<(WriteOp, Precondition)>,
+        _: Vec<finale_store::Guard>,
     ) -> finale_store::StoreResult<finale_store::TxnOutcome> {
         Err(StoreError::Closed)
     }

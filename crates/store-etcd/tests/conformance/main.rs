@@ -56,4 +56,5 @@ conformance!(
     data_survives_reopen,
     large_values_and_responses,
     write_all_commits_every_write_or_none,
+    guards_fence_a_transaction_on_another_key,
 );

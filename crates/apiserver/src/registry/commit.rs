@@ -1,0 +1,130 @@
+//! Writes to the store: one object change with its finalizer provenance record, in one
+//! transaction, fenced on the controllers' Lease when the registry is ([`super::fence`]).
+
+use super::*;
+
+impl Registry {
+    /// Writes one object change, together with its finalizer provenance record when the
+    /// change adds or removes a finalizer ([`provenance`]): both in one store transaction, or
+    /// the plain write when the finalizers did not change. `before` and `after` are the object
+    /// before and after (None: absent). The outcome is the object write's; a conflict on the
+    /// record alone reports the object as it is, so the caller's retry re-reads both.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit(
+        &self,
+        key: &str,
+        op: WriteOp,
+        precondition: Precondition,
+        before: Option<&Value>,
+        after: Option<&Value>,
+        actor: Option<&Actor>,
+    ) -> ApiResult<WriteOutcome> {
+        if provenance::finalizer_set(before) == provenance::finalizer_set(after) {
+            return self.commit_writes(vec![(op, precondition)]).await;
+        }
+        let side_key = provenance::side_key(key);
+        let (side, _) = self.store.get(side_key.as_bytes()).await?;
+        let previous = side.as_ref().and_then(|kv| provenance::decode(&kv.value));
+        let server = Actor {
+            user: provenance::IN_PROCESS_USER.to_string(),
+            user_agent: String::new(),
+        };
+        let record = provenance::next(
+            previous.as_ref(),
+            before,
+            after,
+            actor.unwrap_or(&server),
+            &object::now(),
+        );
+        let side_precondition =
+            Precondition::ModRevision(side.as_ref().map_or(0, |kv| kv.mod_revision));
+        let side_op = match (record, &side) {
+            (Some(record), _) => WriteOp::Put {
+                key: side_key.into_bytes(),
+                value: serde_json::to_vec(&record).map_err(|e| {
+                    ApiError::internal(format!("cannot encode a finalizer provenance record: {e}"))
+                })?,
+            },
+            (None, Some(_)) => WriteOp::Delete {
+                key: side_key.into_bytes(),
+            },
+            (None, None) => return self.commit_writes(vec![(op, precondition)]).await,
+        };
+        // The record first, so the object's revision is the transaction's last: a read at the
+        // store's revision right after sees the object at exactly that revision.
+        self.commit_writes(vec![(side_op, side_precondition), (op, precondition)])
+            .await
+    }
+
+    /// Commits `writes`, the object's own last, all or none, and returns the object write's
+    /// outcome. On a fenced registry the transaction also carries the Lease guard; a write
+    /// that loses the guard to this replica's own renewal is retried at the renewal's
+    /// revision, one that loses it to anyone else is refused with 503 and writes nothing.
+    pub(super) async fn commit_writes(
+        &self,
+        mut writes: Vec<(WriteOp, Precondition)>,
+    ) -> ApiResult<WriteOutcome> {
+        let object_outcome = |outcome: TxnOutcome| match outcome {
+            TxnOutcome::Committed(mut results) => match results.pop() {
+                Some(result) => Ok(WriteOutcome::Committed(result)),
+                None => Err(ApiError::internal(
+                    "the store committed a transaction without results",
+                )),
+            },
+            TxnOutcome::PreconditionFailed { mut current } => {
+                Ok(WriteOutcome::PreconditionFailed {
+                    current: current.pop().flatten(),
+                })
+            }
+        };
+        let Some(lease_fence) = &self.fence else {
+            if writes.len() == 1
+                && let Some((op, precondition)) = writes.pop()
+            {
+                return Ok(self.store.write(op, precondition).await?);
+            }
+            return object_outcome(self.store.write_all(writes).await?);
+        };
+        let refused = |why: &fence::Fenced| {
+            tracing::warn!(reason = ?why, "a controller write was refused: this replica does not hold the controllers' Lease");
+            ApiError::service_unavailable(lease_fence.refuse(why))
+        };
+        for _ in 0..=fence::FENCE_RETRIES {
+            let guard = lease_fence.guard().map_err(|why| refused(&why))?;
+            let outcome = self
+                .store
+                .write_all_guarded(writes.clone(), vec![guard.clone()])
+                .await?;
+            let TxnOutcome::PreconditionFailed { mut current } = outcome else {
+                return object_outcome(outcome);
+            };
+            // The guarded key's state comes after the writes' keys.
+            let lease = current.pop().flatten();
+            if fence::LeaseFence::guard_held(&guard, lease.as_ref()) {
+                return object_outcome(TxnOutcome::PreconditionFailed { current });
+            }
+            lease_fence
+                .recheck(lease.as_ref())
+                .map_err(|why| refused(&why))?;
+        }
+        Err(ApiError::service_unavailable(
+            "the controllers' Lease changed under every attempt of this write; try again",
+        ))
+    }
+
+    /// The finalizer provenance record of the object stored at `object_key`, at the latest
+    /// revision; None when it has none (or the record is of another incarnation).
+    pub async fn finalizer_provenance(
+        &self,
+        object_key: &str,
+        uid: &str,
+    ) -> ApiResult<Option<provenance::Provenance>> {
+        let (side, _) = self
+            .store
+            .get(provenance::side_key(object_key).as_bytes())
+            .await?;
+        Ok(side
+            .and_then(|kv| provenance::decode(&kv.value))
+            .filter(|record| record.uid == uid))
+    }
+}

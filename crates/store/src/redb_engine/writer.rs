@@ -1,0 +1,810 @@
+//! The writer thread: batches requests, applies them in one redb transaction with the
+//! write-ahead log, and answers once durable.
+
+use super::*;
+
+pub(super) struct Writer {
+    pub(super) shared: Arc<Shared>,
+    pub(super) requests: mpsc::Receiver<Request>,
+    pub(super) events: broadcast::Sender<EventBatch>,
+    /// The last committed revision and compacted revision, as this thread committed them.
+    pub(super) current: Revision,
+    pub(super) compacted: Revision,
+    /// `Some` while history below `compacted` is still being deleted: the `compact` calls to
+    /// answer when that is done.
+    pub(super) cleanup: Option<Vec<oneshot::Sender<StoreResult<()>>>>,
+    pub(super) wal: Wal,
+    pub(super) last_checkpoint: Instant,
+    /// Something was committed to redb without fsync since the last checkpoint.
+    pub(super) dirty: bool,
+    /// Set when the write-ahead log and the database may disagree (a failed append or sync, or
+    /// a commit that failed after its batch was logged): every later write fails with this,
+    /// until a reopen redoes the log.
+    pub(super) failed: Option<String>,
+    pub(super) options: RedbStoreOptions,
+    /// Reused encoding buffer for table records.
+    pub(super) buf: Vec<u8>,
+    /// Reused encoding buffer for the batch's write-ahead log frame.
+    pub(super) record: BatchRecord,
+}
+
+/// A request's reply channel, kept apart from its operation while the batch is applied.
+pub(super) enum Reply {
+    Write(oneshot::Sender<StoreResult<WriteOutcome>>),
+    Txn(oneshot::Sender<StoreResult<TxnOutcome>>),
+    Compact(oneshot::Sender<StoreResult<()>>),
+}
+
+pub(super) enum Op {
+    Write(WriteOp, Precondition),
+    Txn(Vec<(WriteOp, Precondition)>, Vec<Guard>),
+    Compact(Revision),
+}
+
+pub(super) enum Outcome {
+    Write(WriteOutcome),
+    Txn(StoreResult<TxnOutcome>),
+    Compact(StoreResult<()>),
+}
+
+pub(super) struct Applied {
+    pub(super) outcomes: Vec<Outcome>,
+    pub(super) events: Vec<WatchEvent>,
+    pub(super) current: Revision,
+    pub(super) compacted: Revision,
+}
+
+impl Writer {
+    pub(super) fn run(mut self) {
+        let max_batch = self.options.max_batch.max(1);
+        let mut batch: Vec<Request> = Vec::with_capacity(max_batch.min(1024));
+        loop {
+            // Wait for work; while history cleanup is pending, do it whenever no write waits.
+            let first = if self.cleanup.is_some() {
+                match self.requests.try_recv() {
+                    Ok(request) => request,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        if self.closing() {
+                            break;
+                        }
+                        self.cleanup_step();
+                        continue;
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                }
+            } else {
+                match self.requests.blocking_recv() {
+                    Some(request) => request,
+                    None => break,
+                }
+            };
+            batch.push(first);
+            while batch.len() < max_batch {
+                match self.requests.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            if self.closing() {
+                // Not started: dropping the requests answers their callers with `Closed`.
+                batch.clear();
+                break;
+            }
+            self.process(&mut batch);
+            if self.cleanup.is_some() {
+                self.cleanup_step();
+            }
+        }
+        self.shutdown();
+    }
+
+    pub(super) fn closing(&self) -> bool {
+        self.shared.closing.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn shutdown(&mut self) {
+        // Refuse new requests; dropping the queued ones answers them with `Closed`.
+        self.requests.close();
+        while self.requests.try_recv().is_ok() {}
+        if self.failed.is_none() {
+            // A final checkpoint, and an empty log, so the next open has nothing to redo.
+            let checkpoint = if self.dirty {
+                self.commit_empty_durably()
+            } else {
+                Ok(())
+            };
+            match checkpoint.and_then(|()| self.wal.clear(true)) {
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "final checkpoint failed; the write-ahead log will be redone on open")
+                }
+            }
+        }
+        tracing::debug!(revision = self.current, "store writer stopped");
+    }
+
+    /// Applies one batch, then publishes its events and answers its callers.
+    pub(super) fn process(&mut self, batch: &mut Vec<Request>) {
+        let mut ops = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for request in batch.drain(..) {
+            match request {
+                Request::Write {
+                    op,
+                    precondition,
+                    reply,
+                } => {
+                    ops.push(Op::Write(op, precondition));
+                    replies.push(Reply::Write(reply));
+                }
+                Request::Txn {
+                    writes,
+                    guards,
+                    reply,
+                } => {
+                    ops.push(Op::Txn(writes, guards));
+                    replies.push(Reply::Txn(reply));
+                }
+                Request::Compact { revision, reply } => {
+                    ops.push(Op::Compact(revision));
+                    replies.push(Reply::Compact(reply));
+                }
+            }
+        }
+
+        let result = match &self.failed {
+            Some(failure) => Err(StoreError::Backend(failure.clone())),
+            None => self.apply(ops),
+        };
+        let applied = match result {
+            Ok(applied) => applied,
+            Err(e) => {
+                tracing::error!(error = %e, requests = replies.len(), "write batch failed");
+                let message = e.to_string();
+                self.shared
+                    .set_write_refusal(Some(self.failed.clone().unwrap_or(message.clone())));
+                for reply in replies {
+                    let error = StoreError::Backend(message.clone());
+                    match reply {
+                        Reply::Write(reply) => drop(reply.send(Err(error))),
+                        Reply::Txn(reply) => drop(reply.send(Err(error))),
+                        Reply::Compact(reply) => drop(reply.send(Err(error))),
+                    }
+                }
+                return;
+            }
+        };
+
+        self.shared.set_write_refusal(None);
+        // Durable and committed: make it visible, then tell watchers before callers, so that a
+        // caller who reads its revision back from a watch-fed cache finds it there.
+        self.current = applied.current;
+        self.shared.current.store(applied.current, Ordering::SeqCst);
+        if applied.compacted != self.compacted {
+            self.compacted = applied.compacted;
+            self.shared
+                .compacted
+                .store(applied.compacted, Ordering::SeqCst);
+            self.cleanup.get_or_insert_with(Vec::new);
+        }
+        if !applied.events.is_empty() {
+            // An error only means nobody is watching.
+            let _ = self.events.send(Arc::new(applied.events));
+        }
+        for (reply, outcome) in replies.into_iter().zip(applied.outcomes) {
+            match (reply, outcome) {
+                (Reply::Write(reply), Outcome::Write(outcome)) => drop(reply.send(Ok(outcome))),
+                (Reply::Txn(reply), Outcome::Txn(outcome)) => drop(reply.send(outcome)),
+                (Reply::Compact(reply), Outcome::Compact(Ok(()))) => {
+                    // Answered when the history below it is gone.
+                    self.cleanup.get_or_insert_with(Vec::new).push(reply);
+                }
+                (Reply::Compact(reply), Outcome::Compact(Err(e))) => drop(reply.send(Err(e))),
+                // `apply` returns one outcome of the same kind per op, in order, so this is
+                // not reached; were it, the dropped reply would answer `Closed`.
+                _ => tracing::error!("write batch outcome does not match its request"),
+            }
+        }
+    }
+
+    /// Whether this batch's redb commit should be durable itself (a checkpoint) rather than
+    /// through the write-ahead log.
+    pub(super) fn checkpoint_due(&self) -> bool {
+        self.last_checkpoint.elapsed() >= self.options.checkpoint_interval
+            || self.wal.len() >= self.options.wal_limit
+    }
+
+    /// Applies `ops` in one transaction, makes it durable (write-ahead log, or a durable
+    /// commit at a checkpoint) and commits it.
+    pub(super) fn apply(&mut self, ops: Vec<Op>) -> StoreResult<Applied> {
+        let checkpoint = self.checkpoint_due();
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin write transaction"))?;
+        txn.set_durability(if checkpoint {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .map_err(context("set commit durability"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+
+        let mut outcomes = Vec::with_capacity(ops.len());
+        let mut events = Vec::new();
+        let mut current = self.current;
+        let mut compacted = self.compacted;
+        self.record.start(current + 1);
+        {
+            let mut tables = WriteTables {
+                kv: txn.open_table(KV).map_err(context("open kv table"))?,
+                hist: txn.open_table(HIST).map_err(context("open hist table"))?,
+                log: txn.open_table(LOG).map_err(context("open log table"))?,
+            };
+            for op in ops {
+                match op {
+                    Op::Write(op, precondition) => {
+                        let outcome = tables.apply_write(
+                            op,
+                            precondition,
+                            current + 1,
+                            &mut self.buf,
+                            &mut self.record,
+                            &mut events,
+                        )?;
+                        if let WriteOutcome::Committed(result) = &outcome {
+                            current = result.revision;
+                        }
+                        outcomes.push(Outcome::Write(outcome));
+                    }
+                    Op::Txn(writes, guards) => {
+                        let outcome = tables.apply_txn(
+                            writes,
+                            guards,
+                            current + 1,
+                            &mut self.buf,
+                            &mut self.record,
+                            &mut events,
+                        )?;
+                        if let Ok(TxnOutcome::Committed(results)) = &outcome
+                            && let Some(last) = results.last()
+                        {
+                            current = last.revision;
+                        }
+                        outcomes.push(Outcome::Txn(outcome));
+                    }
+                    Op::Compact(revision) => {
+                        let result = if revision <= compacted {
+                            Err(StoreError::Compacted {
+                                requested: revision,
+                                compacted,
+                            })
+                        } else if revision > current {
+                            Err(StoreError::FutureRevision {
+                                requested: revision,
+                                current,
+                            })
+                        } else {
+                            compacted = revision;
+                            Ok(())
+                        };
+                        outcomes.push(Outcome::Compact(result));
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(context("open meta table"))?;
+            if current != self.current {
+                meta.insert(META_REVISION, current as u64)
+                    .map_err(context("write the revision"))?;
+            }
+            if compacted != self.compacted {
+                meta.insert(META_COMPACTED, compacted as u64)
+                    .map_err(context("write the compacted revision"))?;
+            }
+        }
+
+        let changed = current != self.current || compacted != self.compacted;
+        if changed && !checkpoint {
+            // Durable before anyone can see it: log first, commit (in memory) second.
+            self.record.finish(compacted);
+            if let Err(e) = self
+                .wal
+                .append(self.record.frame(), self.options.durable_commits)
+            {
+                // A partial frame may be in the file; only a reopen sorts that out safely.
+                self.failed = Some(format!("the store needs a restart after: {e}"));
+                return Err(e);
+            }
+        }
+        if let Err(e) = txn.commit() {
+            let e = StoreError::Backend(format!("commit write batch: {e}"));
+            // After a logged batch the log and the database may disagree; after a failed
+            // checkpoint redb itself refuses every write ("Previous I/O error") until it is
+            // reopened. Either way only a reopen helps, and the first cause is what to report.
+            self.failed = Some(format!("the store needs a restart after: {e}"));
+            return Err(e);
+        }
+        if checkpoint {
+            self.checkpointed();
+        } else {
+            self.dirty = true;
+        }
+        Ok(Applied {
+            outcomes,
+            events,
+            current,
+            compacted,
+        })
+    }
+
+    /// After a durable commit: the write-ahead log is no longer needed.
+    pub(super) fn checkpointed(&mut self) {
+        self.last_checkpoint = Instant::now();
+        self.dirty = false;
+        self.wal.rewind();
+    }
+
+    /// Deletes one chunk of history below `compacted`, answering the `compact` calls when
+    /// none is left. On failure it gives up until the next `compact` or open, which resume.
+    pub(super) fn cleanup_step(&mut self) {
+        match self.delete_history_chunk() {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::debug!(compacted = self.compacted, "compaction finished");
+                for reply in self.cleanup.take().unwrap_or_default() {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, compacted = self.compacted, "compaction failed");
+                let message = e.to_string();
+                for reply in self.cleanup.take().unwrap_or_default() {
+                    let _ = reply.send(Err(StoreError::Backend(message.clone())));
+                }
+            }
+        }
+    }
+
+    /// One compaction transaction; returns whether history below `compacted` is all gone.
+    ///
+    /// Commits without fsync: the deletions become durable at the next checkpoint, and a
+    /// crash before that merely loses progress, which the next open resumes (the compacted
+    /// revision itself is durable from the batch that set it).
+    pub(super) fn delete_history_chunk(&mut self) -> StoreResult<bool> {
+        let below = self.compacted as u64;
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin compaction transaction"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        txn.set_durability(Durability::None)
+            .map_err(context("set commit durability"))?;
+        let done = {
+            let mut log = txn.open_table(LOG).map_err(context("open log table"))?;
+            let mut hist = txn.open_table(HIST).map_err(context("open hist table"))?;
+            let mut entries = Vec::new();
+            for entry in log
+                .range(..below)
+                .map_err(context("read the log"))?
+                .take(self.options.compaction_chunk.max(1))
+            {
+                let (rev, record) = entry.map_err(context("read the log"))?;
+                entries.push((rev.value(), record.value().to_vec()));
+            }
+            for (rev, record) in &entries {
+                let record = decode_log(*rev, record)?;
+                // The version this change replaced is superseded below `compacted`.
+                if record.prev_mod_revision != 0 {
+                    hist.remove((record.key, record.prev_mod_revision))
+                        .map_err(context("delete superseded history"))?;
+                }
+                // A tombstone below `compacted` reads the same as no entry at all.
+                if record.kind == EventKind::Delete {
+                    hist.remove((record.key, *rev))
+                        .map_err(context("delete a tombstone"))?;
+                }
+                log.remove(*rev).map_err(context("delete a log entry"))?;
+            }
+            let first = log.first().map_err(context("read the log"))?;
+            first.is_none_or(|(rev, _)| rev.value() >= below)
+        };
+        txn.commit().map_err(context("commit compaction step"))?;
+        self.dirty = true;
+        Ok(done)
+    }
+
+    /// A durable empty commit: makes everything committed so far durable in the database.
+    pub(super) fn commit_empty_durably(&self) -> StoreResult<()> {
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(context("begin checkpoint transaction"))?;
+        txn.set_quick_repair(self.options.quick_repair);
+        txn.set_durability(Durability::Immediate)
+            .map_err(context("set commit durability"))?;
+        txn.commit().map_err(context("commit checkpoint"))
+    }
+}
+
+/// The write-ahead log frame of one batch: the effects of its committed writes (not the
+/// requests: preconditions are already decided), so redoing it is deterministic.
+///
+/// `[frame header][RECORD_V1][first_rev u64][count u32][compacted u64]` then `count` entries
+/// `[WAL_PUT|WAL_DELETE][key_len u32][key][prev_mod_rev u64]`, a put followed by
+/// `[create_rev u64][version u64][value_len u32][value]`. Entry `i` has revision
+/// `first_rev + i`.
+#[derive(Default)]
+pub(super) struct BatchRecord {
+    pub(super) buf: Vec<u8>,
+    pub(super) count: u32,
+}
+
+pub(super) const WAL_PUT: u8 = 0;
+pub(super) const WAL_DELETE: u8 = 1;
+/// Offset of `count` in a frame; `compacted` follows it.
+pub(super) const BATCH_COUNT_AT: usize = wal::FRAME_HEADER + 1 + 8;
+
+impl BatchRecord {
+    pub(super) fn start(&mut self, first_revision: Revision) {
+        self.buf.clear();
+        self.buf.resize(wal::FRAME_HEADER, 0);
+        self.buf.push(RECORD_V1);
+        self.buf
+            .extend_from_slice(&(first_revision as u64).to_be_bytes());
+        self.buf.extend_from_slice(&0u32.to_be_bytes());
+        self.buf.extend_from_slice(&0u64.to_be_bytes());
+        self.count = 0;
+    }
+
+    pub(super) fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        create: Revision,
+        version: i64,
+        prev_mod: u64,
+    ) {
+        self.entry(WAL_PUT, key, prev_mod);
+        self.buf.extend_from_slice(&(create as u64).to_be_bytes());
+        self.buf.extend_from_slice(&(version as u64).to_be_bytes());
+        self.buf
+            .extend_from_slice(&(value.len() as u32).to_be_bytes());
+        self.buf.extend_from_slice(value);
+    }
+
+    pub(super) fn delete(&mut self, key: &[u8], prev_mod: u64) {
+        self.entry(WAL_DELETE, key, prev_mod);
+    }
+
+    pub(super) fn entry(&mut self, kind: u8, key: &[u8], prev_mod: u64) {
+        self.count += 1;
+        self.buf.push(kind);
+        self.buf
+            .extend_from_slice(&(key.len() as u32).to_be_bytes());
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(&prev_mod.to_be_bytes());
+    }
+
+    pub(super) fn finish(&mut self, compacted: Revision) {
+        self.buf[BATCH_COUNT_AT..BATCH_COUNT_AT + 4].copy_from_slice(&self.count.to_be_bytes());
+        self.buf[BATCH_COUNT_AT + 4..BATCH_COUNT_AT + 12]
+            .copy_from_slice(&(compacted as u64).to_be_bytes());
+    }
+
+    pub(super) fn frame(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+/// Reads a write-ahead log payload (a frame without its header).
+pub(super) struct BatchReader<'a> {
+    pub(super) rest: &'a [u8],
+}
+
+impl<'a> BatchReader<'a> {
+    pub(super) fn take(&mut self, n: usize) -> StoreResult<&'a [u8]> {
+        if self.rest.len() < n {
+            return Err(StoreError::Backend(
+                "corrupt write-ahead log batch (truncated entry)".into(),
+            ));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    pub(super) fn u8(&mut self) -> StoreResult<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(super) fn u32(&mut self) -> StoreResult<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(super) fn u64(&mut self) -> StoreResult<u64> {
+        Ok(be_u64(self.take(8)?))
+    }
+
+    pub(super) fn bytes(&mut self) -> StoreResult<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+}
+
+pub(super) struct WriteTables<'txn> {
+    pub(super) kv: Table<'txn, &'static [u8], &'static [u8]>,
+    pub(super) hist: Table<'txn, (&'static [u8], u64), &'static [u8]>,
+    pub(super) log: Table<'txn, u64, &'static [u8]>,
+}
+
+impl WriteTables<'_> {
+    /// Applies one write at `revision` if its precondition holds against the transaction's
+    /// current state (which includes the batch's earlier writes).
+    pub(super) fn apply_write(
+        &mut self,
+        op: WriteOp,
+        precondition: Precondition,
+        revision: Revision,
+        buf: &mut Vec<u8>,
+        record: &mut BatchRecord,
+        events: &mut Vec<WatchEvent>,
+    ) -> StoreResult<WriteOutcome> {
+        let current = match self.kv.get(op.key()).map_err(context("read kv"))? {
+            Some(value) => Some(decode_kv(op.key(), value.value())?),
+            None => None,
+        };
+        let holds = precondition_holds(precondition, current.as_ref());
+        let deletes_nothing = matches!(op, WriteOp::Delete { .. }) && current.is_none();
+        if !holds || deletes_nothing {
+            return Ok(WriteOutcome::PreconditionFailed { current });
+        }
+
+        let prev_mod = current.as_ref().map_or(0, |c| c.mod_revision as u64);
+        match op {
+            WriteOp::Put { key, value } => {
+                let (create_revision, version) = match &current {
+                    Some(c) => (c.create_revision, c.version + 1),
+                    None => (revision, 1),
+                };
+                self.store_put(
+                    &key,
+                    &value,
+                    revision,
+                    create_revision,
+                    version,
+                    prev_mod,
+                    buf,
+                )?;
+                record.put(&key, &value, create_revision, version, prev_mod);
+                let kv = KeyValue {
+                    key,
+                    value,
+                    create_revision,
+                    mod_revision: revision,
+                    version,
+                };
+                events.push(WatchEvent {
+                    kind: EventKind::Put,
+                    kv: kv.clone(),
+                    prev_kv: current.clone(),
+                });
+                Ok(WriteOutcome::Committed(WriteResult {
+                    revision,
+                    current: Some(kv),
+                    previous: current,
+                }))
+            }
+            WriteOp::Delete { key } => {
+                self.store_delete(&key, revision, prev_mod, buf)?;
+                record.delete(&key, prev_mod);
+                events.push(WatchEvent {
+                    kind: EventKind::Delete,
+                    kv: tombstone_kv(key, revision),
+                    prev_kv: current.clone(),
+                });
+                Ok(WriteOutcome::Committed(WriteResult {
+                    revision,
+                    current: None,
+                    previous: current,
+                }))
+            }
+        }
+    }
+
+    /// Applies writes all or none, from `first_revision` on: every precondition is checked
+    /// against the transaction's current state before anything is written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply_txn(
+        &mut self,
+        writes: Vec<(WriteOp, Precondition)>,
+        guards: Vec<Guard>,
+        first_revision: Revision,
+        buf: &mut Vec<u8>,
+        record: &mut BatchRecord,
+        events: &mut Vec<WatchEvent>,
+    ) -> StoreResult<StoreResult<TxnOutcome>> {
+        let mut keys = std::collections::HashSet::with_capacity(writes.len());
+        if !writes.iter().all(|(op, _)| keys.insert(op.key())) {
+            return Ok(Err(StoreError::Backend(
+                "a transaction writes the same key twice".into(),
+            )));
+        }
+        if guards
+            .iter()
+            .any(|guard| keys.contains(guard.key.as_slice()))
+        {
+            return Ok(Err(StoreError::Backend(
+                "a transaction guards a key it writes".into(),
+            )));
+        }
+        let mut current = Vec::with_capacity(writes.len() + guards.len());
+        let mut all_hold = true;
+        for (op, precondition) in &writes {
+            let found = match self.kv.get(op.key()).map_err(context("read kv"))? {
+                Some(value) => Some(decode_kv(op.key(), value.value())?),
+                None => None,
+            };
+            let holds = precondition_holds(*precondition, found.as_ref())
+                && !(matches!(op, WriteOp::Delete { .. }) && found.is_none());
+            all_hold &= holds;
+            current.push(found);
+        }
+        for guard in &guards {
+            let found = match self
+                .kv
+                .get(guard.key.as_slice())
+                .map_err(context("read kv"))?
+            {
+                Some(value) => Some(decode_kv(&guard.key, value.value())?),
+                None => None,
+            };
+            all_hold &= found.as_ref().map_or(0, |kv| kv.mod_revision) == guard.mod_revision;
+            current.push(found);
+        }
+        if !all_hold {
+            return Ok(Ok(TxnOutcome::PreconditionFailed { current }));
+        }
+        let mut results = Vec::with_capacity(writes.len());
+        for (revision, (op, precondition)) in (first_revision..).zip(writes) {
+            match self.apply_write(op, precondition, revision, buf, record, events)? {
+                WriteOutcome::Committed(result) => results.push(result),
+                // Checked above on the same transaction state, with distinct keys.
+                WriteOutcome::PreconditionFailed { .. } => {
+                    return Err(StoreError::Backend(
+                        "a transaction's precondition changed while it was applied".into(),
+                    ));
+                }
+            }
+        }
+        Ok(Ok(TxnOutcome::Committed(results)))
+    }
+
+    /// Records a put at `revision` in `kv`, `hist` and `log`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn store_put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        revision: Revision,
+        create_revision: Revision,
+        version: i64,
+        prev_mod: u64,
+        buf: &mut Vec<u8>,
+    ) -> StoreResult<()> {
+        let rev = revision as u64;
+        encode_kv(buf, create_revision, revision, version, value);
+        self.kv
+            .insert(key, buf.as_slice())
+            .map_err(context("write kv"))?;
+        encode_hist_put(buf, create_revision, version, value);
+        self.hist
+            .insert((key, rev), buf.as_slice())
+            .map_err(context("write history"))?;
+        encode_log(buf, EventKind::Put, prev_mod, key);
+        self.log
+            .insert(rev, buf.as_slice())
+            .map_err(context("write the log"))?;
+        Ok(())
+    }
+
+    /// Records a delete at `revision` in `kv`, `hist` and `log`.
+    pub(super) fn store_delete(
+        &mut self,
+        key: &[u8],
+        revision: Revision,
+        prev_mod: u64,
+        buf: &mut Vec<u8>,
+    ) -> StoreResult<()> {
+        let rev = revision as u64;
+        self.kv.remove(key).map_err(context("delete kv"))?;
+        encode_hist_tombstone(buf);
+        self.hist
+            .insert((key, rev), buf.as_slice())
+            .map_err(context("write history"))?;
+        encode_log(buf, EventKind::Delete, prev_mod, key);
+        self.log
+            .insert(rev, buf.as_slice())
+            .map_err(context("write the log"))?;
+        Ok(())
+    }
+
+    /// Redoes one write-ahead log batch on open if the database does not have it yet.
+    /// Returns false, to stop the replay, on a batch that does not follow `current`.
+    pub(super) fn redo_batch(
+        &mut self,
+        payload: &[u8],
+        current: &mut Revision,
+        compacted: &mut Revision,
+        buf: &mut Vec<u8>,
+    ) -> StoreResult<bool> {
+        let mut reader = BatchReader { rest: payload };
+        if reader.u8()? != RECORD_V1 {
+            return Err(StoreError::Backend(
+                "write-ahead log batch has an unknown format".into(),
+            ));
+        }
+        let first = reader.u64()? as Revision;
+        let count = reader.u32()? as Revision;
+        let batch_compacted = reader.u64()? as Revision;
+        if count > 0 && first != *current + 1 {
+            if first + count - 1 <= *current {
+                // Already in the database (committed durably before the crash).
+                *compacted = (*compacted).max(batch_compacted);
+                return Ok(true);
+            }
+            tracing::error!(
+                first,
+                current = *current,
+                "write-ahead log skips revisions; ignoring it from here"
+            );
+            return Ok(false);
+        }
+        for revision in first..first + count {
+            let kind = reader.u8()?;
+            let key = reader.bytes()?;
+            let prev_mod = reader.u64()?;
+            match kind {
+                WAL_PUT => {
+                    let create = reader.u64()? as Revision;
+                    let version = reader.u64()? as i64;
+                    let value = reader.bytes()?;
+                    self.store_put(key, value, revision, create, version, prev_mod, buf)?;
+                }
+                WAL_DELETE => self.store_delete(key, revision, prev_mod, buf)?,
+                other => {
+                    return Err(StoreError::Backend(format!(
+                        "corrupt write-ahead log entry kind {other} at revision {revision}"
+                    )));
+                }
+            }
+            *current = revision;
+        }
+        *compacted = (*compacted).max(batch_compacted);
+        Ok(true)
+    }
+}
+
+/// Whether `precondition` holds for a key whose current state is `current`.
+pub(super) fn precondition_holds(precondition: Precondition, current: Option<&KeyValue>) -> bool {
+    match precondition {
+        Precondition::None => true,
+        Precondition::MustNotExist | Precondition::ModRevision(0) => current.is_none(),
+        Precondition::MustExist => current.is_some(),
+        Precondition::ModRevision(r) => current.is_some_and(|c| c.mod_revision == r),
+    }
+}
+
+/// A delete event's `kv`, as etcd reports it: the key and the deletion's revision.
+pub(super) fn tombstone_kv(key: Vec<u8>, revision: Revision) -> KeyValue {
+    KeyValue {
+        key,
+        value: Vec::new(),
+        create_revision: 0,
+        mod_revision: revision,
+        version: 0,
+    }
+}
