@@ -279,9 +279,12 @@ pub(crate) async fn write(
 /// the embedded engine), every put and delete on success, and a read of every key on
 /// failure. etcd gives the writes one shared revision.
 ///
-/// Caveat: an attempt whose answer is lost is not resolved by re-reading, as a single write
-/// is (several keys may have changed since); it is reported as `Unavailable`, and the
-/// caller's retry meets the preconditions again: a txn that did land then fails them.
+/// An attempt whose answer is lost is resolved by re-reading when the txn writes one key
+/// (guards only compare, so the written key tells whether it landed), as a single write is.
+///
+/// Caveat: with several written keys it is not (several keys may have changed since); it is
+/// reported as `Unavailable`, and the caller's retry meets the preconditions again: a txn
+/// that did land then fails them.
 pub(crate) async fn write_all(
     store: &EtcdStore,
     writes: Vec<(WriteOp, Precondition)>,
@@ -342,6 +345,22 @@ pub(crate) async fn write_all(
                 return Err(crate::unexpected("a transaction", &status));
             }
             Ok(Err(status)) if never_sent(&status) => describe(&status),
+            Ok(Err(status)) if writes.len() == 1 => {
+                let reason = describe(&status);
+                members.mark_failed(&member, &reason);
+                if let Some(settled) = resolve_single(store, &writes[0], &guards).await? {
+                    return Ok(settled);
+                }
+                reason
+            }
+            Err(_) if writes.len() == 1 => {
+                let reason = format!("no answer within {:?}", members.attempt_timeout());
+                members.mark_failed(&member, &reason);
+                if let Some(settled) = resolve_single(store, &writes[0], &guards).await? {
+                    return Ok(settled);
+                }
+                reason
+            }
             Ok(Err(status)) => {
                 members.mark_failed(&member, &describe(&status));
                 return Err(StoreError::Unavailable {
@@ -374,6 +393,36 @@ pub(crate) async fn write_all(
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = members.closed().cancelled() => return Err(StoreError::Closed),
+        }
+    }
+}
+
+/// After a lost answer to a one-write txn: whether it landed, read from the written key (the
+/// guards' keys are read too when it did not, for the caller). `None`: not applied, send it
+/// again.
+async fn resolve_single(
+    store: &EtcdStore,
+    (op, precondition): &(WriteOp, Precondition),
+    guards: &[finale_store::Guard],
+) -> StoreResult<Option<finale_store::TxnOutcome>> {
+    tracing::debug!("resolving an ambiguous etcd transaction");
+    let precondition = match (op, precondition) {
+        (WriteOp::Delete { .. }, Precondition::None) => Precondition::MustExist,
+        (_, precondition) => *precondition,
+    };
+    match resolve(store, op, precondition).await? {
+        Resolution::Retry => Ok(None),
+        Resolution::Settled(WriteOutcome::Committed(result)) => {
+            Ok(Some(finale_store::TxnOutcome::Committed(vec![result])))
+        }
+        Resolution::Settled(WriteOutcome::PreconditionFailed { current }) => {
+            let mut states = vec![current];
+            for guard in guards {
+                states.push(store.get(&guard.key).await?.0);
+            }
+            Ok(Some(finale_store::TxnOutcome::PreconditionFailed {
+                current: states,
+            }))
         }
     }
 }

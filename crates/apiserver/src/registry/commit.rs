@@ -19,8 +19,27 @@ impl Registry {
         after: Option<&Value>,
         actor: Option<&Actor>,
     ) -> ApiResult<WriteOutcome> {
+        self.commit_guarded(key, op, precondition, before, after, actor, Vec::new())
+            .await?
+            .ok_or_else(|| ApiError::internal("a write without guards reported a moved guard"))
+    }
+
+    /// [`Registry::commit`], committed only while every key of `guards` is still at its
+    /// revision (a namespace a create was checked against); `None` when one has moved and
+    /// nothing was written, so that the caller checks again.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit_guarded(
+        &self,
+        key: &str,
+        op: WriteOp,
+        precondition: Precondition,
+        before: Option<&Value>,
+        after: Option<&Value>,
+        actor: Option<&Actor>,
+        guards: Vec<Guard>,
+    ) -> ApiResult<Option<WriteOutcome>> {
         if provenance::finalizer_set(before) == provenance::finalizer_set(after) {
-            return self.commit_writes(vec![(op, precondition)]).await;
+            return self.commit_writes(vec![(op, precondition)], guards).await;
         }
         let side_key = provenance::side_key(key);
         let (side, _) = self.store.get(side_key.as_bytes()).await?;
@@ -48,64 +67,94 @@ impl Registry {
             (None, Some(_)) => WriteOp::Delete {
                 key: side_key.into_bytes(),
             },
-            (None, None) => return self.commit_writes(vec![(op, precondition)]).await,
+            (None, None) => return self.commit_writes(vec![(op, precondition)], guards).await,
         };
         // The record first, so the object's revision is the transaction's last: a read at the
         // store's revision right after sees the object at exactly that revision.
-        self.commit_writes(vec![(side_op, side_precondition), (op, precondition)])
-            .await
+        self.commit_writes(
+            vec![(side_op, side_precondition), (op, precondition)],
+            guards,
+        )
+        .await
     }
 
     /// Commits `writes`, the object's own last, all or none, and returns the object write's
-    /// outcome. On a fenced registry the transaction also carries the Lease guard; a write
-    /// that loses the guard to this replica's own renewal is retried at the renewal's
-    /// revision, one that loses it to anyone else is refused with 503 and writes nothing.
-    pub(super) async fn commit_writes(
+    /// outcome, or `None` when one of `guards` moved. On a fenced registry the transaction
+    /// also carries the Lease guard; a write that loses it to this replica's own renewal is
+    /// retried at the renewal's revision, one that loses it to anyone else is refused with
+    /// 503 and writes nothing.
+    async fn commit_writes(
         &self,
         mut writes: Vec<(WriteOp, Precondition)>,
-    ) -> ApiResult<WriteOutcome> {
+        guards: Vec<Guard>,
+    ) -> ApiResult<Option<WriteOutcome>> {
         let object_outcome = |outcome: TxnOutcome| match outcome {
             TxnOutcome::Committed(mut results) => match results.pop() {
-                Some(result) => Ok(WriteOutcome::Committed(result)),
+                Some(result) => Ok(Some(WriteOutcome::Committed(result))),
                 None => Err(ApiError::internal(
                     "the store committed a transaction without results",
                 )),
             },
             TxnOutcome::PreconditionFailed { mut current } => {
-                Ok(WriteOutcome::PreconditionFailed {
+                Ok(Some(WriteOutcome::PreconditionFailed {
                     current: current.pop().flatten(),
-                })
+                }))
             }
         };
+        // A failed transaction reports the writes' keys, then the guards' keys, in order:
+        // which moved decides what the failure means.
+        let moved = |wanted: &[Guard], states: &[Option<KeyValue>]| {
+            wanted
+                .iter()
+                .zip(states)
+                .any(|(guard, state)| !fence::LeaseFence::guard_held(guard, state.as_ref()))
+        };
         let Some(lease_fence) = &self.fence else {
-            if writes.len() == 1
-                && let Some((op, precondition)) = writes.pop()
-            {
-                return Ok(self.store.write(op, precondition).await?);
+            if guards.is_empty() {
+                if writes.len() == 1
+                    && let Some((op, precondition)) = writes.pop()
+                {
+                    return Ok(Some(self.store.write(op, precondition).await?));
+                }
+                return object_outcome(self.store.write_all(writes).await?);
             }
-            return object_outcome(self.store.write_all(writes).await?);
+            let count = writes.len();
+            return match self.store.write_all_guarded(writes, guards.clone()).await? {
+                TxnOutcome::PreconditionFailed { mut current } => {
+                    let states = current.split_off(count);
+                    if moved(&guards, &states) {
+                        return Ok(None);
+                    }
+                    object_outcome(TxnOutcome::PreconditionFailed { current })
+                }
+                committed => object_outcome(committed),
+            };
         };
         let refused = |why: &fence::Fenced| {
             tracing::warn!(reason = ?why, "a controller write was refused: this replica does not hold the controllers' Lease");
             ApiError::service_unavailable(lease_fence.refuse(why))
         };
         for _ in 0..=fence::FENCE_RETRIES {
-            let guard = lease_fence.guard().map_err(|why| refused(&why))?;
-            let outcome = self
-                .store
-                .write_all_guarded(writes.clone(), vec![guard.clone()])
-                .await?;
+            let lease_guard = lease_fence.guard().map_err(|why| refused(&why))?;
+            let mut all = guards.clone();
+            all.push(lease_guard.clone());
+            let outcome = self.store.write_all_guarded(writes.clone(), all).await?;
             let TxnOutcome::PreconditionFailed { mut current } = outcome else {
                 return object_outcome(outcome);
             };
-            // The guarded key's state comes after the writes' keys.
-            let lease = current.pop().flatten();
-            if fence::LeaseFence::guard_held(&guard, lease.as_ref()) {
-                return object_outcome(TxnOutcome::PreconditionFailed { current });
+            let mut states = current.split_off(writes.len());
+            // The Lease's guard comes last.
+            let lease = states.pop().flatten();
+            if !fence::LeaseFence::guard_held(&lease_guard, lease.as_ref()) {
+                lease_fence
+                    .recheck(lease.as_ref())
+                    .map_err(|why| refused(&why))?;
+                continue;
             }
-            lease_fence
-                .recheck(lease.as_ref())
-                .map_err(|why| refused(&why))?;
+            if moved(&guards, &states) {
+                return Ok(None);
+            }
+            return object_outcome(TxnOutcome::PreconditionFailed { current });
         }
         Err(ApiError::service_unavailable(
             "the controllers' Lease changed under every attempt of this write; try again",

@@ -115,18 +115,22 @@ impl Registry {
                 &errors,
             ));
         }
-        if let Some(ns) = &namespace {
-            // N5: admission runs before a name is generated, so it names the generateName.
-            let shown = match (&generate_name, name_was_generated) {
-                (Some(prefix), true) => prefix.as_str(),
-                _ => name.as_str(),
-            };
-            self.check_namespace_accepts_creates(ns, resource, shown)
-                .await?;
-        }
+        // N5: admission runs before a name is generated, so it names the generateName.
+        let shown = match (&generate_name, name_was_generated) {
+            (Some(prefix), true) => prefix.clone(),
+            _ => name.clone(),
+        };
+        let mut namespace_guard = match &namespace {
+            Some(ns) => Some(
+                self.check_namespace_accepts_creates(ns, resource, &shown)
+                    .await?,
+            ),
+            None => None,
+        };
 
         let generated = name_was_generated;
         let mut attempts = 0;
+        let mut namespace_checks = 1;
         loop {
             attempts += 1;
             let key = resource.object_key(namespace.as_deref(), &name);
@@ -137,8 +141,11 @@ impl Registry {
                     (None, _) => None,
                 }
             } else {
-                match self
-                    .commit(
+                // The write commits only if the namespace is still as it was checked: a
+                // create can never land once the namespace's deletion has begun, so the
+                // namespace controller's last look at its content cannot miss it.
+                let outcome = self
+                    .commit_guarded(
                         &key,
                         WriteOp::Put {
                             key: key.clone().into_bytes(),
@@ -148,9 +155,29 @@ impl Registry {
                         None,
                         Some(&object),
                         options.actor.as_ref(),
+                        namespace_guard.clone().into_iter().collect(),
                     )
-                    .await?
-                {
+                    .await?;
+                let Some(outcome) = outcome else {
+                    // The namespace changed since it was checked: check it again.
+                    namespace_checks += 1;
+                    let ns = namespace.as_deref().unwrap_or_default();
+                    if namespace_checks > NAMESPACE_CHECKS {
+                        return Err(ApiError::conflict(
+                            target(resource, &name),
+                            &format!(
+                                "namespace {ns} kept changing while the object was created; try again"
+                            ),
+                        ));
+                    }
+                    namespace_guard = Some(
+                        self.check_namespace_accepts_creates(ns, resource, &shown)
+                            .await?,
+                    );
+                    attempts -= 1;
+                    continue;
+                };
+                match outcome {
                     WriteOutcome::Committed(result) => {
                         set_resource_version(&mut object, result.revision);
                         return Ok(Written {
@@ -197,13 +224,14 @@ impl Registry {
         }
     }
 
-    /// Namespaced creates need a namespace that exists and is not terminating (N5).
+    /// Namespaced creates need a namespace that exists and is not terminating (N5). Returns
+    /// the guard that keeps the create's write to the namespace as checked.
     pub(super) async fn check_namespace_accepts_creates(
         &self,
         namespace: &str,
         resource: &ResourceType,
         name: &str,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<Guard> {
         let key = format!("/registry/core/namespaces/{namespace}");
         let (kv, _) = self.store.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| ApiError::namespace_not_found(namespace))?;
@@ -225,6 +253,162 @@ impl Registry {
                 ..Details::default()
             }));
         }
-        Ok(())
+        Ok(Guard {
+            key: key.into_bytes(),
+            mod_revision: kv.mod_revision,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The race N5 leaves open when the namespace is checked, then the object written: the
+    //! namespace's deletion begins in between. A real store cannot be paused there, so a
+    //! wrapper around a real `RedbStore` marks the namespace terminating just before it
+    //! passes on the create's write.
+
+    use std::ops::Range;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+    use finale_store::{RangeResponse, RedbStore, RedbStoreOptions, StoreResult, WatchStream};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::watch_cache::WatchCacheOptions;
+
+    /// Delegates to a real store; while `armed`, the next write (of any kind) is preceded by
+    /// a write that sets the namespace `doomed`'s deletionTimestamp, as a concurrent DELETE
+    /// would.
+    struct DeleteNamespaceFirst {
+        inner: Arc<RedbStore>,
+        armed: AtomicBool,
+    }
+
+    const DOOMED: &[u8] = b"/registry/core/namespaces/doomed";
+
+    impl DeleteNamespaceFirst {
+        async fn stage(&self) -> StoreResult<()> {
+            if !self.armed.swap(false, Ordering::SeqCst) {
+                return Ok(());
+            }
+            let (namespace, _) = self.inner.get(DOOMED).await?;
+            let mut namespace: Value =
+                serde_json::from_slice(&namespace.expect("the namespace exists").value)
+                    .expect("JSON");
+            namespace["metadata"]["deletionTimestamp"] = json!("2026-11-24T00:00:00Z");
+            let value = serde_json::to_vec(&namespace).expect("JSON");
+            self.inner
+                .write(
+                    WriteOp::Put {
+                        key: DOOMED.to_vec(),
+                        value,
+                    },
+                    Precondition::None,
+                )
+                .await
+                .map(drop)
+        }
+    }
+
+    #[async_trait]
+    impl Store for DeleteNamespaceFirst {
+        async fn get(&self, key: &[u8]) -> StoreResult<(Option<KeyValue>, Revision)> {
+            self.inner.get(key).await
+        }
+        async fn range(&self, request: RangeRequest) -> StoreResult<RangeResponse> {
+            self.inner.range(request).await
+        }
+        async fn write(
+            &self,
+            op: WriteOp,
+            precondition: Precondition,
+        ) -> StoreResult<WriteOutcome> {
+            self.stage().await?;
+            self.inner.write(op, precondition).await
+        }
+        async fn write_all_guarded(
+            &self,
+            writes: Vec<(WriteOp, Precondition)>,
+            guards: Vec<Guard>,
+        ) -> StoreResult<TxnOutcome> {
+            self.stage().await?;
+            self.inner.write_all_guarded(writes, guards).await
+        }
+        async fn watch(&self, range: Range<Vec<u8>>, after: Revision) -> StoreResult<WatchStream> {
+            self.inner.watch(range, after).await
+        }
+        async fn current_revision(&self) -> StoreResult<Revision> {
+            self.inner.current_revision().await
+        }
+        async fn compacted_revision(&self) -> StoreResult<Revision> {
+            self.inner.compacted_revision().await
+        }
+        async fn compact(&self, revision: Revision) -> StoreResult<()> {
+            self.inner.compact(revision).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_create_racing_its_namespaces_deletion_is_refused_and_stores_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(DeleteNamespaceFirst {
+            inner: RedbStore::open(dir.path(), RedbStoreOptions::default()).expect("open"),
+            armed: AtomicBool::new(false),
+        });
+        let shutdown = CancellationToken::new();
+        let cache = WatchCache::start(
+            Arc::clone(&store) as Arc<dyn Store>,
+            WatchCacheOptions::default(),
+            shutdown.clone(),
+        )
+        .await
+        .expect("start the cache");
+        let catalog = Arc::new(Catalog::with_builtins());
+        let registry = Registry::new(
+            Arc::clone(&store) as Arc<dyn Store>,
+            Arc::clone(&catalog),
+            cache,
+        );
+        let namespaces = catalog.lookup("", "v1", "namespaces").expect("namespaces");
+        let configmaps = catalog.lookup("", "v1", "configmaps").expect("configmaps");
+        let options = WriteOptions::default();
+        registry
+            .create(
+                &namespaces,
+                None,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}}),
+                &options,
+            )
+            .await
+            .expect("create the namespace");
+        let config_map = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+        registry
+            .create(&configmaps, Some("doomed"), config_map("before"), &options)
+            .await
+            .expect("a create in an active namespace");
+
+        // The namespace's deletion begins between the create's check and its write.
+        store.armed.store(true, Ordering::SeqCst);
+        let refused = registry
+            .create(&configmaps, Some("doomed"), config_map("racing"), &options)
+            .await
+            .expect_err("the namespace is terminating when the create would commit");
+        assert!(
+            !store.armed.load(Ordering::SeqCst),
+            "the race was not staged"
+        );
+        assert_eq!(refused.code, 403, "{refused:?}");
+        assert!(
+            refused.message.contains("because it is being terminated"),
+            "{}",
+            refused.message
+        );
+        let (stored, _) = store
+            .get(b"/registry/core/configmaps/doomed/racing")
+            .await
+            .expect("get");
+        assert!(stored.is_none(), "the racing create was stored");
+        shutdown.cancel();
     }
 }

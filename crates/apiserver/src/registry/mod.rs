@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use base64::Engine;
 use finale_store::{
-    KeyValue, Precondition, RangeRequest, Revision, Store, TxnOutcome, WriteOp, WriteOutcome,
-    prefix_range,
+    Guard, KeyValue, Precondition, RangeRequest, Revision, Store, TxnOutcome, WriteOp,
+    WriteOutcome, prefix_range,
 };
 use futures::StreamExt;
 use rand::Rng;
@@ -68,6 +68,10 @@ const DELETE_COLLECTION_WORKERS: usize = 32;
 
 /// U1: how many generated names a create tries before giving up.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// How many times a create re-checks its namespace after the namespace changed between the
+/// check and the write (N5).
+const NAMESPACE_CHECKS: usize = 4;
 
 /// Namespaces that must always exist (api-surface §6.1).
 pub const SYSTEM_NAMESPACES: [&str; 4] =
