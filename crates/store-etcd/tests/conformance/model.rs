@@ -366,40 +366,55 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// One etcd member for every case of the etcd run (a member per case would make the run
-/// minutes long); each case gets its own prefix.
-fn shared_etcd() -> Arc<Etcd> {
-    static ETCD: std::sync::OnceLock<Arc<Etcd>> = std::sync::OnceLock::new();
-    ETCD.get_or_init(|| runtime().block_on(start_etcd()))
-        .clone()
-}
-
 static CASE: AtomicUsize = AtomicUsize::new(0);
+
+/// A few dozen cases by default, to keep the suite fast; PROPTEST_CASES=N for a deeper run.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(48),
+        ..ProptestConfig::default()
+    }
+}
 
 fn run_redb(ops: Vec<Op>) {
     runtime().block_on(run(redb_with(redb_options()), ops));
 }
 
-fn run_etcd(ops: Vec<Op>) {
-    let etcd = shared_etcd();
+fn run_etcd(etcd: &Arc<Etcd>, ops: Vec<Op>) {
     let prefix = format!("/model-{}", CASE.fetch_add(1, Ordering::Relaxed));
+    let etcd = Arc::clone(etcd);
     runtime().block_on(async move { run(etcd_on(etcd, &prefix).await, ops).await });
 }
 
 proptest! {
-    // A few dozen cases by default, to keep the suite fast; PROPTEST_CASES=N for a deeper run.
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn redb_matches_model(ops in prop::collection::vec(op_strategy(), 1..60)) {
         run_redb(ops);
     }
+}
 
-    #[test]
-    fn etcd_matches_model(ops in prop::collection::vec(op_strategy(), 1..60)) {
-        run_etcd(ops);
+/// One etcd member for every case of the etcd run (a member per case would make the run
+/// minutes long), each case under its own prefix. The member belongs to this test function,
+/// not to a static, so that it is stopped when the run ends (a static is never dropped, and
+/// its etcd would outlive the test process).
+#[test]
+fn etcd_matches_model() {
+    let etcd = runtime().block_on(start_etcd());
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        source_file: Some(file!()),
+        ..config()
+    });
+    let result = runner.run(&prop::collection::vec(op_strategy(), 1..60), |ops| {
+        run_etcd(&etcd, ops);
+        Ok(())
+    });
+    drop(etcd);
+    if let Err(failure) = result {
+        panic!("{failure}");
     }
 }
