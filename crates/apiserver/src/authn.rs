@@ -5,7 +5,8 @@
 //!    holds its key; [`ClientCertAuthenticator`] then checks, once per connection, that it
 //!    chains to the cluster CA, is valid now and is meant for client authentication. Its
 //!    subject's CN is the user, its O values are the groups;
-//! 2. a bearer token from the static table ([`TokenAuthenticator`]).
+//! 2. a bearer token from the static table ([`TokenAuthenticator`]): the admin token, and
+//!    those of `--token-auth-file` ([`load_token_file`], kube-apiserver's CSV format).
 //!
 //! Every authenticated user is also in `system:authenticated`. A request neither accepts is
 //! a 401 `Unauthorized` `Status` whose message says what to present.
@@ -33,10 +34,12 @@ use crate::pki::{
     MASTERS_GROUP, PKI_DIR,
 };
 
-/// An authenticated user: Kubernetes' `user.Info` without UID and extras.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An authenticated user: Kubernetes' `user.Info` without extras.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Identity {
     pub user: String,
+    /// Empty when the authenticator knows none (client certificates, the admin token).
+    pub uid: String,
     pub groups: Vec<String>,
 }
 
@@ -45,6 +48,7 @@ impl Identity {
     pub fn admin() -> Identity {
         Identity {
             user: ADMIN_USER.to_string(),
+            uid: String::new(),
             groups: vec![MASTERS_GROUP.to_string(), AUTHENTICATED_GROUP.to_string()],
         }
     }
@@ -81,8 +85,8 @@ pub enum AuthError {
     )]
     UnsupportedScheme { scheme: String },
     #[error(
-        "invalid bearer token: it matches no token of this server; use the token from the \
-         admin kubeconfig in <data-dir>/{KUBECONFIG_FILE} (also in \
+        "invalid bearer token: it matches no token of this server (the admin token, or one of \
+         --token-auth-file); use the token from the admin kubeconfig in <data-dir>/{KUBECONFIG_FILE} (also in \
          <data-dir>/{PKI_DIR}/{ADMIN_TOKEN_FILE}); tokens change only if that file is deleted"
     )]
     InvalidToken,
@@ -220,7 +224,14 @@ pub fn identity_from_client_cert(cert: &CertificateDer<'_>) -> Option<Identity> 
     if user.is_empty() {
         return None;
     }
-    Some(Identity { user, groups }.with_authenticated_group())
+    Some(
+        Identity {
+            user,
+            uid: String::new(),
+            groups,
+        }
+        .with_authenticated_group(),
+    )
 }
 
 /// Just enough DER to read a certificate's subject; avoids an x509 parser dependency.
@@ -454,6 +465,72 @@ impl Authenticator {
     }
 }
 
+/// A `--token-auth-file` that cannot be used; the message names the file and the line.
+#[derive(Debug, thiserror::Error)]
+#[error("--token-auth-file {path}: {problem}")]
+pub struct TokenFileError {
+    path: String,
+    problem: String,
+}
+
+/// Adds the tokens of a static token file to `tokens`, in kube-apiserver's format: CSV, one
+/// `token,user,uid[,"group1,group2,…"]` per line (the groups column quoted when it lists
+/// several). As upstream, a line with fewer than three columns is refused, a line with an
+/// empty token is skipped with a warning, and a later line with the same token wins.
+/// Unlike upstream, lines starting with `#` are comments. Returns how many tokens it added.
+pub fn load_token_file(
+    path: &std::path::Path,
+    tokens: &mut TokenAuthenticator,
+) -> Result<usize, TokenFileError> {
+    let error = |problem: String| TokenFileError {
+        path: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read(path).map_err(|e| error(format!("cannot read it: {e}")))?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .from_reader(text.as_slice());
+    let mut added = 0;
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            error(format!("line {line}: not valid CSV: {e}"))
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        if record.len() < 3 {
+            return Err(error(format!(
+                "line {line}: must have at least 3 columns (token, user name, user uid), found {}",
+                record.len()
+            )));
+        }
+        if record[0].is_empty() {
+            tracing::warn!(file = %path.display(), line, "empty token in the token file; line skipped");
+            continue;
+        }
+        if record[1].is_empty() {
+            return Err(error(format!("line {line}: the user name is empty")));
+        }
+        let groups = record
+            .get(3)
+            .filter(|groups| !groups.is_empty())
+            .map(|groups| groups.split(',').map(|g| g.trim().to_string()).collect())
+            .unwrap_or_default();
+        tokens.insert(
+            record[0].to_string(),
+            Identity {
+                user: record[1].to_string(),
+                uid: record[2].to_string(),
+                groups,
+            },
+        );
+        added += 1;
+    }
+    Ok(added)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +558,7 @@ mod tests {
             "t1",
             Identity {
                 user: "bob".into(),
+                uid: String::new(),
                 groups: vec![],
             },
         );
@@ -502,6 +580,7 @@ mod tests {
         let authenticator = Authenticator { tokens };
         let alice = Identity {
             user: "alice".into(),
+            uid: String::new(),
             groups: vec![AUTHENTICATED_GROUP.into()],
         };
         let mut with_token = http::HeaderMap::new();
@@ -537,5 +616,58 @@ mod tests {
             authenticator.authenticate(&ClientCertificate::Absent, &none),
             Err(AuthError::MissingCredentials)
         );
+    }
+
+    fn token_file(text: &str) -> (tempfile::NamedTempFile, TokenAuthenticator) {
+        let file = tempfile::NamedTempFile::new().expect("temporary file");
+        std::fs::write(file.path(), text).expect("write the token file");
+        (file, TokenAuthenticator::new())
+    }
+
+    #[test]
+    fn a_token_file_in_kubes_format_adds_users_with_uids_and_groups() {
+        let (file, mut tokens) = token_file(
+            "# team tokens\n\
+             tok-alice,alice,1001,\"dev,ops\"\n\
+             \n\
+             tok-bob, bob ,1002\n\
+             ,nobody,1003\n",
+        );
+        assert_eq!(load_token_file(file.path(), &mut tokens).expect("load"), 2);
+        let alice = tokens
+            .authenticate(Some("Bearer tok-alice"))
+            .expect("alice");
+        assert_eq!(alice.user, "alice");
+        assert_eq!(alice.uid, "1001");
+        assert_eq!(alice.groups, ["dev", "ops", AUTHENTICATED_GROUP]);
+        let bob = tokens.authenticate(Some("Bearer tok-bob")).expect("bob");
+        assert_eq!((bob.user.as_str(), bob.groups.len()), ("bob", 1));
+        assert_eq!(
+            tokens.authenticate(Some("Bearer ")),
+            Err(AuthError::MissingCredentials)
+        );
+    }
+
+    #[test]
+    fn a_bad_token_file_is_refused_naming_the_line() {
+        let (file, mut tokens) = token_file("tok-a,alice,1\ntok-b,bob\n");
+        let error = load_token_file(file.path(), &mut tokens).expect_err("two columns");
+        let message = error.to_string();
+        assert!(
+            message.contains(
+                "line 2: must have at least 3 columns (token, user name, user uid), found 2"
+            ),
+            "{message}"
+        );
+        assert!(message.starts_with("--token-auth-file "), "{message}");
+        let (file, mut tokens) = token_file("tok-a,\"alice,1\n");
+        let message = load_token_file(file.path(), &mut tokens)
+            .expect_err("an unterminated quote")
+            .to_string();
+        assert!(message.contains("line 1"), "{message}");
+        let missing = load_token_file(std::path::Path::new("/nonexistent/tokens.csv"), &mut tokens)
+            .expect_err("no file")
+            .to_string();
+        assert!(missing.contains("cannot read it"), "{missing}");
     }
 }

@@ -256,6 +256,11 @@ impl Builtin {
         self.0.categories = vec!["all".into()];
         self
     }
+    /// A review: POST answers with a computed `status`; nothing is stored.
+    fn review(mut self) -> Self {
+        self.0.create_only = true;
+        self
+    }
     /// A status subresource with the usual built-in strategy: spec kept, metadata free.
     fn status(mut self) -> Self {
         self.0.status_subresource = true;
@@ -485,6 +490,16 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .gc(crate::deletion::GcPolicy::Unsupported)
             .0,
         Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
+        // `kubectl auth whoami`: who the server takes the caller for.
+        Builtin::new(
+            "authentication.k8s.io",
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
+        )
+        .review()
+        .0,
         // Stored and served so that operators and manifests can manage them; Finale does not
         // authorize by them (every request is the admin's; see docs/security.md).
         Builtin::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true).0,

@@ -92,6 +92,9 @@ pub struct ServerConfig {
     /// [`crate::insight::runtime_config`]). Off, the group is absent from discovery and its
     /// paths are 404, as on any other cluster.
     pub insight_api: bool,
+    /// kube-apiserver's `--token-auth-file`: more bearer tokens, each with its user, uid and
+    /// groups ([`crate::authn::load_token_file`]).
+    pub token_auth_file: Option<PathBuf>,
 }
 
 /// kube-controller-manager's `--leader-elect-*` timings, client-go's defaults.
@@ -127,6 +130,7 @@ impl ServerConfig {
             limits: ServingLimits::default(),
             leader_election: LeaderElectionOptions::default(),
             insight_api: true,
+            token_auth_file: None,
         }
     }
 }
@@ -304,6 +308,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let client_certs = pki
         .client_cert_authenticator()
         .context("cannot build the client certificate verifier")?;
+    let mut tokens = pki.token_authenticator();
+    if let Some(file) = &config.token_auth_file {
+        let added = crate::authn::load_token_file(file, &mut tokens)?;
+        tracing::info!(file = %file.display(), tokens = added, "loaded the static token file");
+    }
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
@@ -423,9 +432,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let state = AppState {
         registry: Arc::clone(&registry),
-        authenticator: Arc::new(Authenticator {
-            tokens: pki.token_authenticator(),
-        }),
+        authenticator: Arc::new(Authenticator { tokens }),
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),

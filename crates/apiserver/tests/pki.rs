@@ -320,6 +320,7 @@ fn token_authentication() {
 
     let admin = Identity {
         user: "admin".into(),
+        uid: String::new(),
         groups: vec!["system:masters".into(), "system:authenticated".into()],
     };
     for header in [
@@ -407,6 +408,7 @@ fn several_tokens_map_to_their_identities() {
         "token-b",
         Identity {
             user: "ci".into(),
+            uid: String::new(),
             groups: vec!["ci-bots".into()],
         },
     );
@@ -609,6 +611,7 @@ async fn tls_client_certificate_maps_to_admin() {
         accepted.certificate,
         ClientCertificate::Verified(Identity {
             user: "alice".into(),
+            uid: String::new(),
             groups: vec!["team-a".into(), "system:authenticated".into()],
         })
     );

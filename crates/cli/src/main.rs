@@ -109,6 +109,11 @@ struct ServerArgs {
     /// The pause between attempts to take or renew the controllers' Lease.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     leader_elect_retry_period: std::time::Duration,
+    /// More bearer tokens, in kube-apiserver's format: a CSV file of
+    /// `token,user,uid[,"group1,group2"]` lines. Until RBAC arrives every authenticated user is
+    /// an administrator, so list only people you would give the admin token.
+    #[arg(long, value_name = "FILE")]
+    token_auth_file: Option<PathBuf>,
     /// How many recent changes the watch cache keeps, for watchers to resume from without
     /// reading the store (kube-apiserver's flag; Finale keeps one history for all resources
     /// rather than one per resource). A watch from an older resourceVersion is served from
@@ -270,6 +275,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
     config.watch_cache.history_capacity = args.default_watch_cache_size as usize;
+    config.token_auth_file = args.token_auth_file.clone();
     config.limits.max_requests_inflight = args.max_requests_inflight;
     config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.limits.max_connections = args.max_connections;

@@ -146,6 +146,7 @@ mod tests {
             .unwrap();
         request.extensions_mut().insert(Identity {
             user: "alice".into(),
+            uid: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
         });
         request

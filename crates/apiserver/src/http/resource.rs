@@ -228,7 +228,27 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     }
 }
 
-/// A create-only review (`DeletionReview`): POST to the collection is answered with the
+/// `kubectl auth whoami`: the caller as the server authenticated it, in the posted review's
+/// `status.userInfo`.
+fn self_subject_review(mut review: Value, identity: &crate::authn::Identity) -> Value {
+    let mut user_info = serde_json::json!({
+        "username": identity.user,
+        "groups": identity.groups,
+    });
+    if !identity.uid.is_empty() {
+        user_info["uid"] = Value::from(identity.uid.clone());
+    }
+    review["apiVersion"] = Value::from("authentication.k8s.io/v1");
+    review["kind"] = Value::from("SelfSubjectReview");
+    if !review["metadata"].is_object() {
+        review["metadata"] = serde_json::json!({});
+    }
+    review["metadata"]["creationTimestamp"] = Value::Null;
+    review["status"] = serde_json::json!({"userInfo": user_info});
+    review
+}
+
+/// A create-only review (`DeletionReview`, `SelfSubjectReview`): POST to the collection is answered with the
 /// object and its `status` (201, as upstream answers reviews); nothing is stored, and any
 /// other request is 405, as for upstream's reviews, whose only route is create.
 async fn review(
@@ -250,6 +270,28 @@ async fn review(
         }));
     }
     let body = read_body(body).await?;
+    if resource.group == "authentication.k8s.io" && resource.plural == "selfsubjectreviews" {
+        // kubectl posts an empty review, as protobuf; nothing in it is read but its metadata,
+        // so a protobuf body is taken as empty rather than decoded.
+        let protobuf = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.contains("protobuf"));
+        let posted = if protobuf {
+            serde_json::json!({})
+        } else {
+            decode_object(&parts.headers, &body)?
+        };
+        let identity = parts
+            .extensions
+            .get::<crate::authn::Identity>()
+            .ok_or_else(|| ApiError::internal("an authenticated request carries no identity"))?;
+        return Ok(json_response(
+            StatusCode::CREATED,
+            &self_subject_review(posted, identity),
+        ));
+    }
     let object = decode_object(&parts.headers, &body)?;
     // Checked as for any create (dryRun, fieldValidation); a review stores nothing anyway.
     let options = query.write_options(&parts.headers, "CreateOptions")?;
