@@ -10,6 +10,7 @@
 //! TLS listener.
 
 pub mod authn;
+pub mod authz;
 pub mod controllers;
 pub mod crd;
 pub mod deletion;

@@ -30,6 +30,11 @@ pub fn name(object: &Value) -> &str {
     meta_str(object, "name").unwrap_or_default()
 }
 
+/// `metadata.namespace`, absent for cluster-scoped objects.
+pub fn namespace(object: &Value) -> Option<&str> {
+    meta_str(object, "namespace").filter(|ns| !ns.is_empty())
+}
+
 pub fn uid(object: &Value) -> &str {
     meta_str(object, "uid").unwrap_or_default()
 }

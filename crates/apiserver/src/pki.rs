@@ -126,6 +126,12 @@ pub enum PkiError {
         what: &'static str,
         error: rcgen::Error,
     },
+    /// rcgen keeps one value per attribute type in a subject.
+    #[error(
+        "a client certificate issued here carries at most one group (subject O), got {0}; \
+         issue one with openssl to put a user in several groups"
+    )]
+    TooManyGroups(usize),
     #[error("invalid subject alternative name {san:?}: {reason}")]
     InvalidSan { san: String, reason: String },
     #[error("building the TLS configuration ({what}): {error}")]
@@ -307,13 +313,17 @@ impl Pki {
 
     /// Issues a client certificate (and its key, both PEM) for `user` in `groups`, signed by
     /// the CA and valid for a year: what `kubectl` and other clients present as
-    /// `client-certificate-data` / `client-key-data`. Nothing is written to disk.
+    /// `client-certificate-data` / `client-key-data`. Nothing is written to disk. At most one
+    /// group: rcgen keeps one subject O (openssl can write several, and the server reads them).
     pub fn issue_client_certificate(
         &self,
         user: &str,
         groups: &[&str],
     ) -> Result<(String, String), PkiError> {
         const WHAT: &str = "client certificate";
+        if groups.len() > 1 {
+            return Err(PkiError::TooManyGroups(groups.len()));
+        }
         let ca = load_or_create_ca(&self.dir, &ring_provider())?;
         let mut params = CertificateParams::default();
         params.is_ca = IsCa::ExplicitNoCa;

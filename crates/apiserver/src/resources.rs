@@ -500,9 +500,47 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .review()
         .0,
-        // Stored and served so that operators and manifests can manage them; Finale does not
-        // authorize by them (every request is the admin's; see docs/security.md).
-        Builtin::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true).0,
+        // `kubectl auth can-i`: answered by the authorizer (authz/review.rs).
+        Builtin::new(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        )
+        .review()
+        .0,
+        Builtin::new(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        )
+        .review()
+        .0,
+        Builtin::new(
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            false,
+        )
+        .review()
+        .0,
+        Builtin::new(
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+        )
+        .review()
+        .0,
+        // What the authorizer decides by (authz/).
+        Builtin::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true)
+            .names(NameRule::PathSegment)
+            .0,
         Builtin::new(
             "rbac.authorization.k8s.io",
             "v1",
@@ -510,6 +548,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "rolebindings",
             true,
         )
+        .names(NameRule::PathSegment)
         .0,
         Builtin::new(
             "rbac.authorization.k8s.io",
@@ -518,6 +557,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "clusterroles",
             false,
         )
+        .names(NameRule::PathSegment)
         .0,
         Builtin::new(
             "rbac.authorization.k8s.io",
@@ -526,6 +566,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "clusterrolebindings",
             false,
         )
+        .names(NameRule::PathSegment)
         .0,
         Builtin::new("apps", "v1", "Deployment", "deployments", true)
             .short(&["deploy"])

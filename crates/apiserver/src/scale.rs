@@ -53,7 +53,9 @@ pub fn to_scale(resource: &ResourceType, object: &Value) -> ApiResult<Value> {
             .pointer(&pointer(path))
             .and_then(Value::as_str)
             .map(str::to_string),
-        None => object.pointer("/spec/selector").map(selector_string),
+        None => object
+            .pointer("/spec/selector")
+            .map(crate::selectors::selector_string),
     };
     let mut metadata = Map::new();
     for field in [
@@ -143,44 +145,6 @@ pub fn set_replicas(resource: &ResourceType, object: &mut Value, replicas: i64) 
     }
     node[*last] = json!(replicas);
     Ok(())
-}
-
-/// A structured `LabelSelector` as the one-line string form (`a=b,c in (d,e),!f`).
-fn selector_string(selector: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
-        let mut labels: Vec<_> = labels.iter().collect();
-        labels.sort_by(|a, b| a.0.cmp(b.0));
-        for (key, value) in labels {
-            parts.push(format!("{key}={}", value.as_str().unwrap_or_default()));
-        }
-    }
-    for expression in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = expression
-            .get("key")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let mut values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        values.sort_unstable();
-        let joined = values.join(",");
-        match expression.get("operator").and_then(Value::as_str) {
-            Some("In") => parts.push(format!("{key} in ({joined})")),
-            Some("NotIn") => parts.push(format!("{key} notin ({joined})")),
-            Some("Exists") => parts.push(key.to_string()),
-            Some("DoesNotExist") => parts.push(format!("!{key}")),
-            _ => {}
-        }
-    }
-    parts.join(",")
 }
 
 #[cfg(test)]

@@ -197,6 +197,8 @@ pub struct RunningServer {
     pub local_addr: SocketAddr,
     pub kubeconfig: PathBuf,
     pub registry: Arc<Registry>,
+    /// What decides each request (RBAC); its view follows the stored RBAC objects.
+    pub authorizer: Arc<crate::authz::Authorizer>,
     shutdown: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
     /// The in-process controllers; each ends when `shutdown` is cancelled.
@@ -333,6 +335,15 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .bootstrap()
         .await
         .map_err(|e| anyhow::anyhow!("cannot create the system namespaces: {e}"))?;
+    crate::authz::bootstrap::reconcile(&registry)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create the default RBAC roles and bindings: {e}"))?;
+    // Loaded before the server listens: no request meets an empty policy.
+    let authorizer = crate::authz::Authorizer::new();
+    authorizer
+        .start(Arc::clone(&registry), shutdown.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot load the RBAC policy: {e}"))?;
 
     let established = crate::controllers::crd::load_established(&registry)
         .await
@@ -377,10 +388,19 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let run_gc = config.garbage_collector;
         let namespace_options = config.namespace_controller.clone();
         Box::new(move |term: CancellationToken| {
-            let mut tasks = vec![(
-                "crd",
-                crate::controllers::crd::spawn(Arc::clone(&registry), term.clone()),
-            )];
+            let mut tasks = vec![
+                (
+                    "crd",
+                    crate::controllers::crd::spawn(Arc::clone(&registry), term.clone()),
+                ),
+                (
+                    "clusterrole-aggregation",
+                    crate::controllers::clusterrole_aggregation::spawn(
+                        Arc::clone(&registry),
+                        term.clone(),
+                    ),
+                ),
+            ];
             if run_gc {
                 tasks.push((
                     "garbage-collector",
@@ -433,6 +453,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let state = AppState {
         registry: Arc::clone(&registry),
         authenticator: Arc::new(Authenticator { tokens }),
+        authorizer: Arc::clone(&authorizer),
         metrics,
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
@@ -465,6 +486,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         local_addr,
         kubeconfig,
         registry,
+        authorizer,
         shutdown,
         serving,
         controllers,

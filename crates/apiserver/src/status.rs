@@ -173,6 +173,21 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// Upstream's `NewForbidden`: `configmaps "x" is forbidden: <why>`, or without a name
+    /// `configmaps is forbidden: <why>`, or for no resource at all `forbidden: <why>`.
+    pub fn forbidden_on(target: Target<'_>, why: &str) -> Self {
+        let message = match (target.resource.is_empty(), target.name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{} is forbidden: {why}", target.qualified_resource()),
+            (false, false) => format!(
+                "{} {:?} is forbidden: {why}",
+                target.qualified_resource(),
+                target.name
+            ),
+        };
+        ApiError::forbidden(message).with_details(target.details())
+    }
+
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         ApiError::new(405, "MethodNotAllowed", message)
     }

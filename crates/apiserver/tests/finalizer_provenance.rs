@@ -129,6 +129,8 @@ async fn who_added_each_finalizer_is_recorded_beside_the_object_and_explained() 
     let server = TestServer::start().await;
     let data_dir = server.dir.path().join("data");
     let http = Http::new(&server);
+    // alice and bob (group team-a) edit in default.
+    common::grant_in_namespace(&server.running, "default", "team-a", "edit").await;
     let alice = client_as(&data_dir, &server, "alice").await;
     let bob = client_as(&data_dir, &server, "bob").await;
     let start_rv = rv(&http.get(CONFIGMAPS).await.expect(200));

@@ -163,7 +163,9 @@ async fn mutating_requests_beyond_the_limit_get_429_with_retry_after() {
         config.limits.max_requests_inflight = 1;
     })
     .await;
-    // An ordinary user: system:masters (the admin) is never limited, as upstream.
+    // An ordinary user: system:masters (the admin) is never limited, as upstream. Her
+    // group may edit in default.
+    common::grant_in_namespace(&server.running, "default", "team-a", "edit").await;
     let pki = Pki::load_or_create(&server.dir.path().join("data"), &[]).unwrap();
     let (cert, key) = pki.issue_client_certificate("alice", &["team-a"]).unwrap();
     let ca = std::fs::read(pki_dir(&server).join("ca.crt")).unwrap();

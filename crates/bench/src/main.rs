@@ -111,6 +111,9 @@ enum Scenario {
     Store,
     /// ConfigMap creates/s over HTTPS with 64 clients, against etcd puts with 64 writers.
     HttpCreate,
+    /// ConfigMap creates/s over HTTPS with 64 clients as a user under RBAC with 200 roles and
+    /// bindings, against the same creates as the admin on the same server.
+    RbacCreate,
     /// Spawn to first successful request, fresh and existing data dir, against etcd.
     ColdStart,
     /// Resident memory of an idle server after a few requests, against etcd.
@@ -145,9 +148,10 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 12] = [
+    const ALL: [Scenario; 13] = [
         Scenario::Store,
         Scenario::HttpCreate,
+        Scenario::RbacCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::DeletionInsight,
@@ -164,6 +168,7 @@ impl Scenario {
         match self {
             Scenario::Store => "store",
             Scenario::HttpCreate => "http-create",
+            Scenario::RbacCreate => "rbac-create",
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
             Scenario::NamespaceTeardown => "namespace-teardown",
@@ -182,6 +187,7 @@ impl Scenario {
         match self {
             Scenario::Store => scenarios::store::run(settings, report, true).await,
             Scenario::HttpCreate => scenarios::http_create::run(settings, report).await,
+            Scenario::RbacCreate => scenarios::rbac_create::run(settings, report).await,
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
             Scenario::NamespaceTeardown => {

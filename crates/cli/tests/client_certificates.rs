@@ -126,21 +126,49 @@ fn kubectl_and_kube_rs_log_in_with_the_admin_client_certificate() {
 }
 
 #[test]
-fn a_certificate_issued_by_the_cluster_ca_for_another_user_logs_in() {
+fn a_certificate_issued_by_the_cluster_ca_for_another_user_logs_in_as_its_cn_and_groups() {
     let env = Env::start();
     let pki = Pki::load_or_create(&env.server.data_dir, &[]).unwrap();
-    let (cert, key) = pki
-        .issue_client_certificate("alice", &["team-a", "team-b"])
-        .unwrap();
+    let (cert, key) = pki.issue_client_certificate("alice", &["team-b"]).unwrap();
+    // rcgen writes one O per subject: more groups are refused, not silently dropped.
+    assert!(pki.issue_client_certificate("alice", &["a", "b"]).is_err());
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = certificate_kubeconfig(&env, dir.path(), &cert, &key);
     let kubectl = Kubectl::new(&kubeconfig).unwrap();
-    let out = kubectl
-        .ok(&["get", "configmaps", "-o", "name"])
-        .unwrap_or_else(|e| panic!("{e:#}{}", env.log()));
-    assert_eq!(out.trim(), "", "no ConfigMaps yet, and no error");
-    let response = get_with_certificate(&env, &cert, &key, "/api/v1/namespaces");
-    assert_eq!(response.status, 200, "{}", response.body);
+    // CN is the user, O the groups (issue #14).
+    let whoami: serde_json::Value = serde_json::from_str(
+        &kubectl
+            .ok(&["auth", "whoami", "-o", "json"])
+            .unwrap_or_else(|e| panic!("{e:#}{}", env.log())),
+    )
+    .unwrap();
+    assert_eq!(
+        whoami["status"]["userInfo"],
+        serde_json::json!({"username": "alice", "groups": ["team-b", "system:authenticated"]})
+    );
+    // Logged in, but RBAC grants her nothing yet: a 403, not a 401.
+    let response = get_with_certificate(&env, &cert, &key, "/api/v1/namespaces/default/configmaps");
+    let status = response.expect_status(403, "Forbidden");
+    assert_eq!(
+        status["message"],
+        r#"configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" in the namespace "default""#
+    );
+    // A binding to one of her certificate's groups lets her in.
+    env.ok(&[
+        "create",
+        "rolebinding",
+        "team-b-view",
+        "--clusterrole=view",
+        "--group=team-b",
+    ]);
+    let listed = common::eventually(std::time::Duration::from_secs(10), || {
+        let run = kubectl.run(&["get", "configmaps", "-o", "name"]).ok()?;
+        run.status
+            .success()
+            .then(|| String::from_utf8_lossy(&run.stdout).into_owned())
+    })
+    .unwrap_or_else(|| panic!("the binding never let alice list{}", env.log()));
+    assert_eq!(listed.trim(), "", "no ConfigMaps yet, and no error");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Controllers that run inside the server and act through the registry, never around it
 //! (design decision 5): same rules as HTTP clients, without the HTTP cost.
 
+pub mod clusterrole_aggregation;
 pub mod crd;
 pub mod events;
 pub mod gc;

@@ -25,7 +25,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::authn::{Authenticator, ClientCertificate};
+use crate::authn::{Authenticator, ClientCertificate, Identity};
 use crate::discovery::{self, AGGREGATED_DISCOVERY_V2};
 use crate::metrics::Metrics;
 use crate::openapi;
@@ -39,6 +39,8 @@ pub use path::{ApiPath, ResourcePath, parse as parse_path};
 pub struct AppState {
     pub registry: Arc<Registry>,
     pub authenticator: Arc<Authenticator>,
+    /// Decides what each identity may do (RBAC).
+    pub authorizer: Arc<crate::authz::Authorizer>,
     pub metrics: Arc<Metrics>,
     /// `host:port` clients reach the server at, for `/api`'s serverAddressByClientCIDRs.
     pub server_address: String,
@@ -65,9 +67,10 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi/v2", get(openapi_v2))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        // Layers run outside-in: authentication first, then the in-flight limits, which
-        // need the identity (system:masters is exempt).
+        // Layers run outside-in: authentication first, then impersonation and authorization,
+        // then the in-flight limits, which need the identity (system:masters is exempt).
         .route_layer(middleware::from_fn_with_state(state.clone(), limits::limit))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route("/healthz", get(health::endpoint))
@@ -129,6 +132,48 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         }
     }
 }
+
+/// Replaces the authenticated identity with the impersonated one when the request asks for
+/// it and may, then authorizes the request as that identity: a 403 `Status` worded as
+/// kube-apiserver's when it may not. Allowed requests carry [`WriteChecks`] for the
+/// registry's content checks (escalation prevention, O5).
+async fn authorize(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let Some(sender) = request.extensions().get::<Identity>().cloned() else {
+        return ApiError::internal("an authenticated request carries no identity").into_response();
+    };
+    let identity = match crate::authz::impersonation::acting_identity(
+        &state.authorizer,
+        &sender,
+        request.headers(),
+    ) {
+        Ok(identity) => identity,
+        Err(error) => return error.into_response(),
+    };
+    let attributes = crate::authz::Attributes::from_request(
+        identity.clone(),
+        request.method(),
+        request.uri().path(),
+        request.uri().query(),
+    );
+    let decision = state.authorizer.authorize(&attributes);
+    if !decision.allowed {
+        tracing::debug!(user = %identity.user, verb = %attributes.verb, resource = %attributes.combined_resource(), path = %attributes.path, "request forbidden");
+        return crate::authz::forbidden(&attributes, &decision.reason).into_response();
+    }
+    let checks: Arc<dyn crate::registry::WritePermissions> =
+        Arc::new(crate::authz::escalation::RequestPermissions {
+            authorizer: Arc::clone(&state.authorizer),
+            user: identity.clone(),
+        });
+    request.extensions_mut().insert(WriteChecks(checks));
+    request.extensions_mut().insert(identity);
+    next.run(request).await
+}
+
+/// The permission checks of the request's identity, for the registry to run on what it
+/// writes.
+#[derive(Clone)]
+pub(crate) struct WriteChecks(pub Arc<dyn crate::registry::WritePermissions>);
 
 async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();

@@ -107,6 +107,7 @@ impl Query {
             )?,
             duplicate_fields: Vec::new(),
             actor: None,
+            permissions: None,
         })
     }
 
@@ -205,6 +206,10 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         headers: &parts.headers,
         method: &parts.method,
         identity: parts.extensions.get::<crate::authn::Identity>(),
+        permissions: parts
+            .extensions
+            .get::<super::WriteChecks>()
+            .map(|checks| Arc::clone(&checks.0)),
         subresource,
     };
     match (&parts.method, resource_path.name.as_deref()) {
@@ -270,6 +275,21 @@ async fn review(
         }));
     }
     let body = read_body(body).await?;
+    if resource.group == "authorization.k8s.io" {
+        let identity = parts
+            .extensions
+            .get::<crate::authn::Identity>()
+            .ok_or_else(|| ApiError::internal("an authenticated request carries no identity"))?;
+        let posted = decode_object(&parts.headers, &body)?;
+        let answer = crate::authz::review::answer(
+            &state.authorizer,
+            identity,
+            &resource.kind,
+            path.namespace.as_deref(),
+            posted,
+        )?;
+        return Ok(json_response(StatusCode::CREATED, &answer));
+    }
     if resource.group == "authentication.k8s.io" && resource.plural == "selfsubjectreviews" {
         // kubectl posts an empty review, as protobuf; nothing in it is read but its metadata,
         // so a protobuf body is taken as empty rather than decoded.
@@ -469,6 +489,8 @@ struct ResourceRequest<'a> {
     method: &'a Method,
     /// The authenticated user (absent only in tests that bypass authentication).
     identity: Option<&'a crate::authn::Identity>,
+    /// The identity's checks of written content (absent in tests that bypass authorization).
+    permissions: Option<Arc<dyn crate::registry::WritePermissions>>,
     subresource: Subresource,
 }
 
@@ -519,6 +541,7 @@ impl ResourceRequest<'_> {
         };
         let mut options = self.query.write_options(self.headers, options_kind)?;
         options.actor = Some(self.actor());
+        options.permissions = self.permissions.clone();
         if options.field_validation != FieldValidation::Ignore
             && content_type(self.headers) != crate::protobuf::PROTOBUF_MEDIA_TYPE
         {

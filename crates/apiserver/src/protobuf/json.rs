@@ -146,6 +146,12 @@ impl<T> Presence for Vec<T> {
     }
 }
 
+impl<K, V> Presence for BTreeMap<K, V> {
+    fn is_present(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
 /// One JSON object under construction. Every method takes the field's value last, so that
 /// [`convert!`] can append it to the arguments of its table.
 #[derive(Default)]

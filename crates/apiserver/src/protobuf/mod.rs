@@ -10,7 +10,10 @@
 //! without nulls — the k8s-openapi serde form (see `json.rs` for the rules per Go type).
 //!
 //! Kinds decoded: core/v1 Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod;
-//! apps/v1 Deployment, ReplicaSet; batch/v1 Job; coordination.k8s.io/v1 Lease.
+//! apps/v1 Deployment, ReplicaSet; batch/v1 Job; coordination.k8s.io/v1 Lease;
+//! rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding, ClusterRoleBinding;
+//! authorization.k8s.io/v1 SubjectAccessReview (and its self and local forms),
+//! SelfSubjectRulesReview.
 //!
 //! *Guarantees:* no data is lost silently. Every field of every decoded message is
 //! converted (the `convert!` tables fail to compile otherwise); a few large subtrees are not
@@ -29,6 +32,7 @@ mod core_v1;
 mod json;
 mod meta;
 mod pod;
+mod rbac;
 mod volume;
 mod wire;
 
@@ -162,6 +166,24 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("apps/v1", "ReplicaSet") => object.convert(apps::replica_set),
         ("batch/v1", "Job") => object.convert(batch::job),
         ("coordination.k8s.io/v1", "Lease") => object.convert(coordination::lease),
+        ("rbac.authorization.k8s.io/v1", "Role") => object.convert(rbac::role),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => object.convert(rbac::cluster_role),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => object.convert(rbac::role_binding),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            object.convert(rbac::cluster_role_binding)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            object.convert(rbac::self_subject_access_review)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            object.convert(rbac::subject_access_review)
+        }
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            object.convert(rbac::local_subject_access_review)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            object.convert(rbac::self_subject_rules_review)
+        }
         _ => Err(ProtobufError::UnsupportedKind {
             api_version: api_version.clone(),
             kind: kind.clone(),

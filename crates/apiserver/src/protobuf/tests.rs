@@ -1364,16 +1364,12 @@ fn an_envelope_with_a_content_encoding_is_a_415() {
 
 #[test]
 fn an_unsupported_kind_is_a_415_naming_the_kind_and_the_workaround() {
-    let error = decode_object(&envelope(
-        "rbac.authorization.k8s.io/v1",
-        "Role",
-        Vec::new(),
-    ))
-    .unwrap_err();
+    let error =
+        decode_object(&envelope("networking.k8s.io/v1", "Ingress", Vec::new())).unwrap_err();
     assert_eq!(error.status_code(), 415);
     assert_eq!(
         error.to_string(),
-        "protobuf request bodies of kind Role (rbac.authorization.k8s.io/v1) are not supported; \
+        "protobuf request bodies of kind Ingress (networking.k8s.io/v1) are not supported; \
          send the object as JSON instead, e.g. \
          `kubectl create … --dry-run=client -o yaml | kubectl apply -f -`"
     );

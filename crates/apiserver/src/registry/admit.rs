@@ -86,7 +86,6 @@ pub(super) fn admit_content(
         field_validation::remove_fields(object, &removed);
     }
 
-    check_owner_reference_permissions(resource, object, old)?;
     if let Some(schema) = &resource.schema {
         admission.errors.extend(schema.validate(object));
     }
@@ -101,19 +100,34 @@ pub(super) fn admit_content(
     Ok(admission)
 }
 
-/// O5, the hook for `OwnerReferencesPermissionEnforcement`: upstream lets a write change
-/// `ownerReferences` only with `delete` permission on the object, and set
-/// `blockOwnerDeletion: true` only with `update` on the owner's `finalizers` subresource
-/// (else 403 `cannot set blockOwnerDeletion if an ownerReference refers to a resource you
-/// can't set finalizers on: …`). Finale has no authorization yet — every authenticated client
-/// is the administrator, who holds both permissions — so every change passes. When an
-/// authorizer arrives it is consulted here, with the requesting user in the write options.
-fn check_owner_reference_permissions(
-    _resource: &ResourceType,
-    _object: &Value,
-    _old: Option<&Value>,
+/// Checks of a write that depend on who makes it, run on the object as it would be stored:
+/// RBAC's privilege-escalation prevention and O5 (`OwnerReferencesPermissionEnforcement`).
+/// The authorizer implements it (a layer above the registry) with the requesting user and
+/// puts it in [`WriteOptions::permissions`]; writes without one (the server's own
+/// controllers) are not checked.
+pub trait WritePermissions: Send + Sync + std::fmt::Debug {
+    /// `old` is the stored object on updates. An error refuses the write (a 403).
+    fn check(
+        &self,
+        catalog: &Catalog,
+        resource: &ResourceType,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> ApiResult<()>;
+}
+
+/// Runs the writer's [`WritePermissions`], if the write has any.
+pub(super) fn check_permissions(
+    catalog: &Catalog,
+    resource: &ResourceType,
+    object: &Value,
+    old: Option<&Value>,
+    options: &WriteOptions,
 ) -> ApiResult<()> {
-    Ok(())
+    match &options.permissions {
+        Some(permissions) => permissions.check(catalog, resource, object, old),
+        None => Ok(()),
+    }
 }
 
 /// FN4: each finalizer a custom resource gains (all of them on create) that is not

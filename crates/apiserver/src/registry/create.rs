@@ -90,6 +90,7 @@ impl Registry {
         set_type_meta(resource, &mut object);
         object::drop_empty_metadata_fields(&mut object);
         let admission = admit::admit_content(resource, &mut object, None, options)?;
+        admit::check_permissions(&self.catalog, resource, &object, None, options)?;
         errors.extend(admission.errors);
         if let Some(manager) = &options.field_manager {
             admit::record_manager(resource, None, &mut object, manager, None);

@@ -36,7 +36,7 @@ mod update;
 
 use update::*;
 
-pub use admit::manager_from_user_agent;
+pub use admit::{WritePermissions, manager_from_user_agent};
 pub use provenance::Actor;
 
 use crate::deletion::{self, Graceful};
@@ -98,6 +98,8 @@ pub struct WriteOptions {
     pub duplicate_fields: Vec<String>,
     /// Who makes the write, for finalizer provenance; None is the server itself.
     pub actor: Option<Actor>,
+    /// The writer's permission checks on the written content; None for the server itself.
+    pub permissions: Option<std::sync::Arc<dyn admit::WritePermissions>>,
 }
 
 /// A successful create or update.

@@ -76,6 +76,7 @@ impl Registry {
             let mut candidate = prepare_update(resource, &current, requested, subresource)?;
             let admission =
                 admit::admit_content(resource, &mut candidate, Some(&current), options)?;
+            admit::check_permissions(&self.catalog, resource, &candidate, Some(&current), options)?;
             let mut warnings = admission.warnings;
             warnings.extend(
                 admit::unclaimed_finalizer_warnings(

@@ -155,3 +155,45 @@ pub async fn create_namespace(client: &Client, name: &str) {
         .await
         .expect("create the namespace");
 }
+
+/// Binds the ClusterRole `role` to `group` in `namespace` (a RoleBinding written through the
+/// registry, as the admin would) and waits, bounded, until the server's authorizer has seen
+/// it: a non-admin identity of the group may then act there.
+pub async fn grant_in_namespace(running: &RunningServer, namespace: &str, group: &str, role: &str) {
+    use finale_apiserver::authn::Identity;
+    let bindings = running
+        .registry
+        .catalog()
+        .lookup("rbac.authorization.k8s.io", "v1", "rolebindings")
+        .expect("rolebindings are served");
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": format!("{group}-{role}"), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    });
+    running
+        .registry
+        .create(&bindings, Some(namespace), binding, &Default::default())
+        .await
+        .expect("create the RoleBinding");
+    let member = Identity {
+        user: "probe".into(),
+        uid: String::new(),
+        groups: vec![group.to_string()],
+    };
+    // The group holds nothing else, so any rule in the namespace is this binding's.
+    let deadline = std::time::Instant::now() + WAIT;
+    while running
+        .authorizer
+        .rules_for(&member, namespace)
+        .0
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the RoleBinding never reached the authorizer"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

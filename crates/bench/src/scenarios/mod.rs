@@ -18,6 +18,7 @@ pub mod idle_rss;
 pub mod namespace_teardown;
 pub mod objects;
 pub mod operators;
+pub mod rbac_create;
 pub mod store;
 
 /// How much to measure, from the command line.
