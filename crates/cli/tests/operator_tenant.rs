@@ -28,11 +28,16 @@ struct Harness {
 impl Harness {
     /// A server; with `in_process`, it runs the operators itself (`--with-operators`).
     async fn start(in_process: bool) -> Harness {
-        let env = if in_process {
-            Env::start_with(&["--with-operators", "--operator-metrics-addr", "127.0.0.1:0"])
-        } else {
-            Env::start()
-        };
+        Harness::start_with(in_process, &[]).await
+    }
+
+    /// [`Harness::start`] with more `finale server` arguments.
+    async fn start_with(in_process: bool, extra: &[&str]) -> Harness {
+        let mut args: Vec<&str> = extra.to_vec();
+        if in_process {
+            args.extend(["--with-operators", "--operator-metrics-addr", "127.0.0.1:0"]);
+        }
+        let env = Env::start_with(&args);
         let postgres = Postgres::start().expect("start PostgreSQL");
         let client = kube_client(&env.server).await;
         let harness = Harness {
@@ -516,4 +521,92 @@ async fn edits_to_a_tenant_and_its_databases_leave_nothing_behind_when_it_goes()
         platform.items.iter().all(|s| s.finalizers().is_empty()),
         "the admin Secrets are free"
     );
+}
+
+/// Issue #14: a Tenant's `adminGroup` is enforced. A member (a `--token-auth-file` user in the
+/// group) manages its tenant's namespaces and nothing else: not another tenant's namespace,
+/// not its own namespaces' deletion, not the Tenant.
+#[tokio::test]
+async fn a_tenant_admin_group_member_is_confined_to_its_tenants_namespaces() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "ann-token,ann,100,\"acme-admins\"\n").expect("write tokens");
+    let h = Harness::start_with(
+        true,
+        &["--token-auth-file", tokens.to_str().expect("UTF-8")],
+    )
+    .await;
+    h.create_tenant(
+        "acme",
+        json!({"namespaces": {"names": ["acme-dev", "acme-prod"]}, "adminGroup": "acme-admins"}),
+    )
+    .await;
+    h.create_tenant("globex", json!({"namespaces": {"names": ["globex-dev"]}}))
+        .await;
+    h.wait_ready("acme", &[]).await;
+    h.wait_ready("globex", &[]).await;
+    let ann = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--token", "ann-token"]);
+        h.env.run(&all)
+    };
+    // The operator's RoleBindings reach the authorizer through its watch: wait, bounded.
+    h.eventually("ann may create in acme-dev", async || {
+        (ann(&["auth", "can-i", "create", "configmaps", "-n", "acme-dev"])
+            .stdout
+            .trim()
+            == "yes")
+            .then_some(())
+    })
+    .await;
+    for namespace in ["acme-dev", "acme-prod"] {
+        let run = ann(&["create", "configmap", "ann-was-here", "-n", namespace]);
+        assert_eq!(run.code, Some(0), "{}", run.describe());
+        let run = ann(&[
+            "create",
+            "rolebinding",
+            "viewers",
+            "-n",
+            namespace,
+            "--clusterrole=view",
+            "--group=acme-viewers",
+        ]);
+        assert_eq!(
+            run.code,
+            Some(0),
+            "the tenant admin grants within its namespaces: {}",
+            run.describe()
+        );
+    }
+    let refusals: [(&[&str], &str); 4] = [
+        (
+            &["create", "configmap", "x", "-n", "globex-dev"],
+            r#"configmaps is forbidden: User "ann" cannot create resource "configmaps" in API group "" in the namespace "globex-dev""#,
+        ),
+        (
+            &["delete", "namespace", "globex-dev"],
+            r#"namespaces "globex-dev" is forbidden: User "ann" cannot delete resource "namespaces" in API group "" in the namespace "globex-dev""#,
+        ),
+        (
+            &["delete", "namespace", "acme-dev"],
+            r#"namespaces "acme-dev" is forbidden: User "ann" cannot delete resource "namespaces" in API group "" in the namespace "acme-dev""#,
+        ),
+        (
+            &["delete", "tenant", "acme"],
+            r#"tenants.finale.dev "acme" is forbidden: User "ann" cannot delete resource "tenants" in API group "finale.dev" at the cluster scope"#,
+        ),
+    ];
+    for (args, message) in refusals {
+        let run = ann(args);
+        assert_eq!(run.code, Some(1), "{}", run.describe());
+        assert!(run.stderr.contains(message), "{}", run.describe());
+    }
+    // Nothing the refusals asked for happened.
+    let names = h.namespace_names().await;
+    for namespace in ["acme-dev", "acme-prod", "globex-dev"] {
+        assert!(names.contains(namespace), "{names:?}");
+    }
+    assert_eq!(h.tenant_state("acme").await.as_deref(), Some("Ready"));
+    let globex: Api<ConfigMap> = Api::namespaced(h.client.clone(), "globex-dev");
+    assert!(globex.get_opt("x").await.expect("get").is_none());
 }
