@@ -613,7 +613,7 @@ fn impersonation_needs_the_impersonate_verb_for_the_user_and_each_group() {
 }
 
 #[test]
-fn block_owner_deletion_needs_update_on_the_owners_finalizers() {
+fn o5_block_owner_deletion_needs_update_on_the_owners_finalizers() {
     let env = start();
     setup_team_a(&env);
     let owner = env.get_json(&["configmap", "seed", "-n", "team-a"]);

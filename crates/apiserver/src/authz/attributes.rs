@@ -117,19 +117,18 @@ impl Attributes {
         let resource = rest.first().copied().unwrap_or_default();
         let mut name = rest.get(1).copied().unwrap_or_default().to_string();
         let subresource = rest.get(2).copied().unwrap_or_default();
-        let query: Vec<(String, String)> =
-            form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-        if name.is_empty() && verb == "get" {
-            let watch = query
-                .iter()
-                .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
-            verb = if watch { "watch" } else { "list" }.to_string();
-        }
-        if name.is_empty() && (verb == "list" || verb == "watch") {
-            // A list or watch of one name (`fieldSelector=metadata.name=x`, what kubectl
-            // get NAME -w and informers of one object send) is authorized for that name.
+        // Only a request without a name reads its query: a get becomes a list or a watch,
+        // and a list or watch of one name (`fieldSelector=metadata.name=x`, what kubectl get
+        // NAME -w and informers of one object send) is authorized for that name.
+        if name.is_empty() && (verb == "get" || verb == "watch") {
+            let query: Vec<_> =
+                form_urlencoded::parse(query.unwrap_or_default().as_bytes()).collect();
+            if verb == "get" {
+                let watch = query
+                    .iter()
+                    .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+                verb = if watch { "watch" } else { "list" }.to_string();
+            }
             if let Some(selected) = query
                 .iter()
                 .find(|(k, _)| k == "fieldSelector")

@@ -137,59 +137,52 @@ fn reconciled(existing: &Value, wanted: &Value) -> Option<Value> {
             }
         }
     }
-    for list in ["subjects"] {
-        if let Some(wanted_items) = wanted.get(list).and_then(Value::as_array) {
-            let items = merged
-                .as_object_mut()
-                .map(|m| m.entry(list).or_insert_with(|| json!([])));
-            if let Some(Value::Array(items)) = items {
-                for item in wanted_items {
-                    if !items.contains(item) {
-                        items.push(item.clone());
-                        changed = true;
-                    }
-                }
-            }
-        }
+    if let Some(subjects) = wanted.get("subjects").and_then(Value::as_array) {
+        changed |= append_missing(&mut merged["subjects"], subjects);
     }
-    if let Some(wanted_selectors) = wanted
+    if let Some(selectors) = wanted
         .pointer("/aggregationRule/clusterRoleSelectors")
         .and_then(Value::as_array)
     {
-        let rule = merged
-            .as_object_mut()
-            .map(|m| m.entry("aggregationRule").or_insert_with(|| json!({})));
-        if let Some(rule) = rule {
-            if !rule.is_object() {
-                *rule = json!({});
-            }
-            let selectors = rule
-                .as_object_mut()
-                .map(|r| r.entry("clusterRoleSelectors").or_insert_with(|| json!([])));
-            if let Some(Value::Array(selectors)) = selectors {
-                for selector in wanted_selectors {
-                    if !selectors.contains(selector) {
-                        selectors.push(selector.clone());
-                        changed = true;
-                    }
-                }
+        if !merged["aggregationRule"].is_object() {
+            merged["aggregationRule"] = json!({});
+        }
+        changed |= append_missing(
+            &mut merged["aggregationRule"]["clusterRoleSelectors"],
+            selectors,
+        );
+    } else if wanted.get("rules").is_some() {
+        let mut rules = parse_rules(existing).unwrap_or_default();
+        let held = rules.len();
+        for rule in parse_rules(wanted).unwrap_or_default() {
+            if !uncovered(&rules, std::slice::from_ref(&rule)).is_empty() {
+                rules.push(rule);
             }
         }
-    } else if wanted.get("rules").is_some() {
-        let held = parse_rules(existing).unwrap_or_default();
-        let missing = uncovered(&held, &parse_rules(wanted).unwrap_or_default());
-        if !missing.is_empty() {
-            let mut rules = held;
-            for rule in parse_rules(wanted).unwrap_or_default() {
-                if !uncovered(&rules, std::slice::from_ref(&rule)).is_empty() {
-                    rules.push(rule);
-                }
-            }
+        if rules.len() > held {
             merged["rules"] = json!(rules);
             changed = true;
         }
     }
     changed.then_some(merged)
+}
+
+/// Makes `list` an array if it is not one, and appends each of `wanted` it lacks; true when
+/// any was appended.
+fn append_missing(list: &mut Value, wanted: &[Value]) -> bool {
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let Value::Array(items) = list else {
+        return false;
+    };
+    let before = items.len();
+    for item in wanted {
+        if !items.contains(item) {
+            items.push(item.clone());
+        }
+    }
+    items.len() > before
 }
 
 /// Creates or completes the bootstrap roles and bindings. Several replicas may run this at

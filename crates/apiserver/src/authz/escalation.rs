@@ -186,12 +186,9 @@ impl RequestPermissions {
         if may_bind {
             return Ok(());
         }
-        let index = self.authorizer.snapshot();
-        let rules = if role_kind == "Role" {
-            index.role(namespace, role_name)
-        } else {
-            index.cluster_role(role_name)
-        };
+        let rules = self
+            .authorizer
+            .role_rules((role_kind == "Role").then_some(namespace), role_name);
         let rules = rules.ok_or_else(|| {
             let kind = if role_kind == "Role" {
                 "role"

@@ -88,9 +88,14 @@ impl Authorizer {
         self.read_index().rules_for(user, namespace)
     }
 
-    /// A copy of the index (for the escalation checks' role lookups and for tests).
-    pub fn snapshot(&self) -> RbacIndex {
-        self.read_index().clone()
+    /// The rules of the Role `name` in `namespace`, or of the ClusterRole `name` when
+    /// `namespace` is None; None when it does not exist.
+    pub fn role_rules(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Vec<PolicyRule>>> {
+        let index = self.read_index();
+        match namespace {
+            Some(namespace) => index.role(namespace, name),
+            None => index.cluster_role(name),
+        }
     }
 
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, RbacIndex> {

@@ -145,7 +145,7 @@ impl Binding {
 }
 
 /// Every RBAC object, indexed. Built from watch events by [`super::Authorizer`].
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct RbacIndex {
     cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
@@ -368,16 +368,6 @@ impl RbacIndex {
         self.roles
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
-    }
-
-    /// How many objects the index holds, by kind (for tests and metrics).
-    pub fn counts(&self) -> [usize; 4] {
-        [
-            self.cluster_roles.len(),
-            self.roles.len(),
-            self.cluster_role_bindings.len(),
-            self.role_bindings.values().map(BTreeMap::len).sum(),
-        ]
     }
 }
 

@@ -173,29 +173,11 @@ fn rules_review(authorizer: &Authorizer, requester: &Identity, spec: &Value) -> 
     let (urls, resources): (Vec<PolicyRule>, Vec<PolicyRule>) = rules
         .into_iter()
         .partition(|rule| !rule.non_resource_urls.is_empty());
-    let resource_rules: Vec<Value> = resources
-        .iter()
-        .map(|rule| {
-            let mut value = json!({"verbs": rule.verbs});
-            for (key, list) in [
-                ("apiGroups", &rule.api_groups),
-                ("resources", &rule.resources),
-                ("resourceNames", &rule.resource_names),
-            ] {
-                if !list.is_empty() {
-                    value[key] = json!(list);
-                }
-            }
-            value
-        })
-        .collect();
-    let non_resource_rules: Vec<Value> = urls
-        .iter()
-        .map(|rule| json!({"verbs": rule.verbs, "nonResourceURLs": rule.non_resource_urls}))
-        .collect();
+    // A rule's JSON leaves out its empty lists: resource rules carry no `nonResourceURLs`,
+    // URL rules no groups or resources, as upstream's ResourceRule and NonResourceRule.
     let mut status = json!({
-        "resourceRules": resource_rules,
-        "nonResourceRules": non_resource_rules,
+        "resourceRules": resources,
+        "nonResourceRules": urls,
         "incomplete": !errors.is_empty(),
     });
     if !errors.is_empty() {

@@ -135,8 +135,7 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
 
 /// Replaces the authenticated identity with the impersonated one when the request asks for
 /// it and may, then authorizes the request as that identity: a 403 `Status` worded as
-/// kube-apiserver's when it may not. Allowed requests carry [`WriteChecks`] for the
-/// registry's content checks (escalation prevention, O5).
+/// kube-apiserver's when it may not.
 async fn authorize(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let Some(sender) = request.extensions().get::<Identity>().cloned() else {
         return ApiError::internal("an authenticated request carries no identity").into_response();
@@ -160,20 +159,9 @@ async fn authorize(State(state): State<AppState>, mut request: Request, next: Ne
         tracing::debug!(user = %identity.user, verb = %attributes.verb, resource = %attributes.combined_resource(), path = %attributes.path, "request forbidden");
         return crate::authz::forbidden(&attributes, &decision.reason).into_response();
     }
-    let checks: Arc<dyn crate::registry::WritePermissions> =
-        Arc::new(crate::authz::escalation::RequestPermissions {
-            authorizer: Arc::clone(&state.authorizer),
-            user: identity.clone(),
-        });
-    request.extensions_mut().insert(WriteChecks(checks));
     request.extensions_mut().insert(identity);
     next.run(request).await
 }
-
-/// The permission checks of the request's identity, for the registry to run on what it
-/// writes.
-#[derive(Clone)]
-pub(crate) struct WriteChecks(pub Arc<dyn crate::registry::WritePermissions>);
 
 async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();

@@ -206,10 +206,6 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         headers: &parts.headers,
         method: &parts.method,
         identity: parts.extensions.get::<crate::authn::Identity>(),
-        permissions: parts
-            .extensions
-            .get::<super::WriteChecks>()
-            .map(|checks| Arc::clone(&checks.0)),
         subresource,
     };
     match (&parts.method, resource_path.name.as_deref()) {
@@ -489,8 +485,6 @@ struct ResourceRequest<'a> {
     method: &'a Method,
     /// The authenticated user (absent only in tests that bypass authentication).
     identity: Option<&'a crate::authn::Identity>,
-    /// The identity's checks of written content (absent in tests that bypass authorization).
-    permissions: Option<Arc<dyn crate::registry::WritePermissions>>,
     subresource: Subresource,
 }
 
@@ -541,7 +535,14 @@ impl ResourceRequest<'_> {
         };
         let mut options = self.query.write_options(self.headers, options_kind)?;
         options.actor = Some(self.actor());
-        options.permissions = self.permissions.clone();
+        // The registry checks what is written with the writer's permissions (escalation
+        // prevention, O5).
+        options.permissions = self.identity.map(|identity| {
+            Arc::new(crate::authz::escalation::RequestPermissions {
+                authorizer: Arc::clone(&self.state.authorizer),
+                user: identity.clone(),
+            }) as Arc<dyn crate::registry::WritePermissions>
+        });
         if options.field_validation != FieldValidation::Ignore
             && content_type(self.headers) != crate::protobuf::PROTOBUF_MEDIA_TYPE
         {

@@ -7,19 +7,18 @@ impl Registry {
     /// Writes one object change, together with its finalizer provenance record when the
     /// change adds or removes a finalizer ([`provenance`]): both in one store transaction, or
     /// the plain write when the finalizers did not change. `before` and `after` are the object
-    /// before and after (None: absent). The outcome is the object write's; a conflict on the
+    /// before and after (None: absent); `after` is what is put at `key`, or None to delete it. The outcome is the object write's; a conflict on the
     /// record alone reports the object as it is, so the caller's retry re-reads both.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn commit(
         &self,
         key: &str,
-        op: WriteOp,
         precondition: Precondition,
         before: Option<&Value>,
         after: Option<&Value>,
         actor: Option<&Actor>,
     ) -> ApiResult<WriteOutcome> {
-        self.commit_guarded(key, op, precondition, before, after, actor, Vec::new())
+        self.commit_guarded(key, precondition, before, after, actor, Vec::new())
             .await?
             .ok_or_else(|| ApiError::internal("a write without guards reported a moved guard"))
     }
@@ -31,13 +30,21 @@ impl Registry {
     pub(super) async fn commit_guarded(
         &self,
         key: &str,
-        op: WriteOp,
         precondition: Precondition,
         before: Option<&Value>,
         after: Option<&Value>,
         actor: Option<&Actor>,
         guards: Vec<Guard>,
     ) -> ApiResult<Option<WriteOutcome>> {
+        let op = match after {
+            Some(object) => WriteOp::Put {
+                key: key.as_bytes().to_vec(),
+                value: encode(object)?,
+            },
+            None => WriteOp::Delete {
+                key: key.as_bytes().to_vec(),
+            },
+        };
         if provenance::finalizer_set(before) == provenance::finalizer_set(after) {
             return self.commit_writes(vec![(op, precondition)], guards).await;
         }

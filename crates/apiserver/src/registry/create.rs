@@ -135,8 +135,10 @@ impl Registry {
         loop {
             attempts += 1;
             let key = resource.object_key(namespace.as_deref(), &name);
-            let bytes = encode(&object)?;
             let clash = if options.dry_run {
+                // The object size limit holds for a dry run too; a real write checks it as
+                // it encodes the object.
+                encode(&object)?;
                 match self.store.get(key.as_bytes()).await? {
                     (Some(existing), _) => Some(Some(existing)),
                     (None, _) => None,
@@ -148,10 +150,6 @@ impl Registry {
                 let outcome = self
                     .commit_guarded(
                         &key,
-                        WriteOp::Put {
-                            key: key.clone().into_bytes(),
-                            value: bytes,
-                        },
                         Precondition::MustNotExist,
                         None,
                         Some(&object),

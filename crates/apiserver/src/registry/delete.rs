@@ -74,10 +74,6 @@ impl Registry {
                     match self
                         .commit(
                             &key,
-                            WriteOp::Put {
-                                key: key.clone().into_bytes(),
-                                value: encode(&updated)?,
-                            },
                             Precondition::ModRevision(kv.mod_revision),
                             Some(&stored),
                             Some(&updated),
@@ -126,9 +122,6 @@ impl Registry {
             match self
                 .commit(
                     &key,
-                    WriteOp::Delete {
-                        key: key.clone().into_bytes(),
-                    },
                     Precondition::ModRevision(revision),
                     Some(&last),
                     None,

@@ -114,9 +114,6 @@ impl Registry {
                 match self
                     .commit(
                         &key,
-                        WriteOp::Delete {
-                            key: key.clone().into_bytes(),
-                        },
                         Precondition::ModRevision(kv.mod_revision),
                         Some(&current),
                         None,
@@ -163,10 +160,6 @@ impl Registry {
             match self
                 .commit(
                     &key,
-                    WriteOp::Put {
-                        key: key.clone().into_bytes(),
-                        value: encode(&candidate)?,
-                    },
                     Precondition::ModRevision(kv.mod_revision),
                     Some(&current),
                     Some(&candidate),
