@@ -1274,7 +1274,14 @@ async fn the_gc_cli_plans_what_deletion_removes_and_runs_only_with_yes() {
             .map(String::as_str),
         Some("load-balancer,volume")
     );
-    let status = finale(&h, &["gc", "status", "c3", "-n", NAMESPACE]);
+    // The status is the operator's, written once its watch has seen the change: wait for it
+    // (bounded), as reading it at once raced the operator.
+    let status = h
+        .eventually("the status saying GC Enabled", async || {
+            let status = finale(&h, &["gc", "status", "c3", "-n", NAMESPACE]);
+            status.contains("GC Enabled").then_some(status)
+        })
+        .await;
     assert!(status.contains("GC Enabled"), "{status}");
 }
 
