@@ -111,16 +111,16 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
         entries.push(entry);
         for sub in resource.subresources() {
             let mut entry = json!({
-                "name": format!("{}/{sub}", resource.plural),
+                "name": format!("{}/{}", resource.plural, sub.name),
                 "singularName": "",
                 "namespaced": resource.namespaced,
                 "kind": resource.kind,
-                "verbs": ["get", "patch", "update"],
+                "verbs": sub.verbs,
             });
-            if sub == "scale" {
-                entry["group"] = json!("autoscaling");
-                entry["version"] = json!("v1");
-                entry["kind"] = json!("Scale");
+            if let Some((group, version, kind)) = sub.kind {
+                entry["group"] = json!(group);
+                entry["version"] = json!(version);
+                entry["kind"] = json!(kind);
             }
             entries.push(entry);
         }
@@ -153,12 +153,13 @@ fn aggregated_resource(resource: &ResourceType) -> Value {
         .subresources()
         .into_iter()
         .map(|sub| {
-            let kind = if sub == "scale" {
-                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-            } else {
-                response_kind.clone()
+            let kind = match sub.kind {
+                Some((group, version, kind)) => {
+                    json!({"group": group, "version": version, "kind": kind})
+                }
+                None => response_kind.clone(),
             };
-            json!({"subresource": sub, "responseKind": kind, "verbs": ["get", "patch", "update"]})
+            json!({"subresource": sub.name, "responseKind": kind, "verbs": sub.verbs})
         })
         .collect();
     if !subresources.is_empty() {

@@ -9,6 +9,7 @@
 //! | `apiserver.crt`, `apiserver.key` | serving leaf signed by the CA: `CA:FALSE`, digitalSignature, EKU serverAuth, SANs `127.0.0.1`, `::1`, `localhost` + extra SANs, 1 year |
 //! | `admin.crt`, `admin.key` | client leaf signed by the CA: `CN=admin, O=system:masters`, EKU clientAuth, 1 year |
 //! | `admin.token` | 32 random bytes, base64url without padding, one line |
+//! | `sa.key`, `sa.pub` | ECDSA P-256 key (PKCS#8) that signs service-account tokens, and its public half (SubjectPublicKeyInfo), kubeadm's names |
 //!
 //! Why a separate leaf: rustls (kube-rs) rejects a `CA:TRUE` certificate used as the serving
 //! certificate (`CaUsedAsEndEntity`), and both kubectl and kube-rs ignore the CN, so every
@@ -75,6 +76,10 @@ pub const SERVING_KEY_FILE: &str = "apiserver.key";
 pub const ADMIN_CERT_FILE: &str = "admin.crt";
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+/// The key that signs service-account tokens (kube-apiserver's
+/// `--service-account-signing-key-file`), and its public half (`--service-account-key-file`).
+pub const SERVICE_ACCOUNT_KEY_FILE: &str = "sa.key";
+pub const SERVICE_ACCOUNT_PUBLIC_KEY_FILE: &str = "sa.pub";
 /// Conventional name of the admin kubeconfig inside the data directory; see
 /// [`default_kubeconfig_path`].
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
@@ -167,6 +172,7 @@ pub struct Pki {
     admin_cert_pem: String,
     admin_key_pem: String,
     admin_token: String,
+    service_account_key_pem: String,
     serving_sans: Vec<String>,
 }
 
@@ -202,6 +208,7 @@ impl Pki {
 
         let ca = load_or_create_ca(&pki_dir, &provider)?;
         let admin_token = load_or_create_token(&pki_dir)?;
+        let service_account_key_pem = load_or_create_service_account_key(&pki_dir)?;
         let (serving_cert_pem, serving_key_pem) =
             load_or_issue_leaf(&pki_dir, &ca, &LeafKind::Serving(&sans), &provider)?;
         let (admin_cert_pem, admin_key_pem) =
@@ -216,6 +223,7 @@ impl Pki {
             admin_cert_pem,
             admin_key_pem,
             admin_token,
+            service_account_key_pem,
             serving_sans: sans.iter().map(San::to_string).collect(),
         })
     }
@@ -233,6 +241,12 @@ impl Pki {
     /// The admin bearer token (stable across restarts).
     pub fn admin_token(&self) -> &str {
         &self.admin_token
+    }
+
+    /// PKCS#8 PEM of the ECDSA P-256 key that signs service-account tokens. Replicas that
+    /// share a PKI directory share it, so each accepts the tokens the others issue.
+    pub fn service_account_key_pem(&self) -> &str {
+        &self.service_account_key_pem
     }
 
     /// PEM of the current serving certificate (leaf only).
@@ -506,6 +520,47 @@ fn load_or_create_token(pki_dir: &Path) -> Result<String, PkiError> {
     write_atomic(&path, format!("{token}\n").as_bytes())?;
     tracing::info!(path = %path.display(), "created a new admin token");
     Ok(token)
+}
+
+/// The service-account signing key: never replaced once it exists (tokens issued with it
+/// must keep verifying), created on first start; `sa.pub` is rewritten from it when missing.
+fn load_or_create_service_account_key(pki_dir: &Path) -> Result<String, PkiError> {
+    let path = pki_dir.join(SERVICE_ACCOUNT_KEY_FILE);
+    let pem = match read_optional(&path)? {
+        Some(pem) => {
+            warn_if_readable_by_others(&path);
+            pem
+        }
+        None => {
+            let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
+                .map_err(gen_err("service-account signing key"))?;
+            let pem = key.serialize_pem();
+            write_atomic(&path, pem.as_bytes())?;
+            tracing::info!(path = %path.display(), "created a new service-account signing key");
+            pem
+        }
+    };
+    let key = KeyPair::from_pem(&pem).map_err(|error| PkiError::Invalid {
+        path: path.clone(),
+        reason: format!(
+            "not a PKCS#8 PEM private key ({error}); delete the file to generate a new one \
+             (tokens issued with the old key then stop working)"
+        ),
+    })?;
+    if key.algorithm() != &PKCS_ECDSA_P256_SHA256 {
+        return Err(PkiError::Invalid {
+            path,
+            reason: "service-account tokens are signed with ES256: the key must be ECDSA P-256 \
+                     (RSA keys, kubeadm's default, are not supported); delete the file to \
+                     generate one"
+                .to_string(),
+        });
+    }
+    let public = pki_dir.join(SERVICE_ACCOUNT_PUBLIC_KEY_FILE);
+    if read_optional(&public)?.is_none() {
+        write_atomic(&public, key.public_key_pem().as_bytes())?;
+    }
+    Ok(pem)
 }
 
 fn generate_token() -> String {

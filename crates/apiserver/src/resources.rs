@@ -73,6 +73,18 @@ pub struct ResourceType {
     /// A review (like `SubjectAccessReview`): only POST is served, the server answers in
     /// `status` and stores nothing (see [`crate::insight`]).
     pub create_only: bool,
+    /// Has a `/token` subresource: TokenRequest (ServiceAccounts, see
+    /// [`crate::authn::service_account`]).
+    pub token_subresource: bool,
+}
+
+/// A subresource as discovery lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubresourceInfo {
+    pub name: &'static str,
+    /// The kind it serves, when not the parent's: (group, version, kind).
+    pub kind: Option<(&'static str, &'static str, &'static str)>,
+    pub verbs: &'static [&'static str],
 }
 
 /// What a `/status` write may change besides `.status` (deletion-semantics U8).
@@ -170,14 +182,30 @@ impl ResourceType {
         labels
     }
 
-    /// Subresource names served for this type, in discovery order.
-    pub fn subresources(&self) -> Vec<&'static str> {
+    /// Subresources served for this type, in discovery order.
+    pub fn subresources(&self) -> Vec<SubresourceInfo> {
+        const READ_WRITE: &[&str] = &["get", "patch", "update"];
         let mut subs = Vec::new();
         if self.status_subresource {
-            subs.push("status");
+            subs.push(SubresourceInfo {
+                name: "status",
+                kind: None,
+                verbs: READ_WRITE,
+            });
         }
         if self.scale.is_some() {
-            subs.push("scale");
+            subs.push(SubresourceInfo {
+                name: "scale",
+                kind: Some(("autoscaling", "v1", "Scale")),
+                verbs: READ_WRITE,
+            });
+        }
+        if self.token_subresource {
+            subs.push(SubresourceInfo {
+                name: "token",
+                kind: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+                verbs: &["create"],
+            });
         }
         subs
     }
@@ -246,6 +274,7 @@ impl Builtin {
             storage_version: None,
             definition_terminating: false,
             create_only: false,
+            token_subresource: false,
         })
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -259,6 +288,11 @@ impl Builtin {
     /// A review: POST answers with a computed `status`; nothing is stored.
     fn review(mut self) -> Self {
         self.0.create_only = true;
+        self
+    }
+    /// A `/token` subresource (TokenRequest).
+    fn issues_tokens(mut self) -> Self {
+        self.0.token_subresource = true;
         self
     }
     /// A status subresource with the usual built-in strategy: spec kept, metadata free.
@@ -459,6 +493,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         Builtin::new("", "v1", "ServiceAccount", "serviceaccounts", true)
             .short(&["sa"])
             .returns_deleted()
+            .issues_tokens()
             .0,
         Builtin::new("", "v1", "Service", "services", true)
             .short(&["svc"])
@@ -490,6 +525,16 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .gc(crate::deletion::GcPolicy::Unsupported)
             .0,
         Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
+        // Who a token stands for, for services handed one (authn/token_review.rs).
+        Builtin::new(
+            "authentication.k8s.io",
+            "v1",
+            "TokenReview",
+            "tokenreviews",
+            false,
+        )
+        .review()
+        .0,
         // `kubectl auth whoami`: who the server takes the caller for.
         Builtin::new(
             "authentication.k8s.io",

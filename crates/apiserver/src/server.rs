@@ -95,6 +95,11 @@ pub struct ServerConfig {
     /// kube-apiserver's `--token-auth-file`: more bearer tokens, each with its user, uid and
     /// groups ([`crate::authn::load_token_file`]).
     pub token_auth_file: Option<PathBuf>,
+    /// `--service-account-issuer`, `--api-audiences`, `--service-account-key-file`,
+    /// `--service-account-max-token-expiration`.
+    pub service_accounts: crate::authn::service_account::ServiceAccountTokenOptions,
+    /// `--audit-log-path` and its companions; None: no audit log.
+    pub audit: Option<finale_audit::AuditLogOptions>,
 }
 
 /// kube-controller-manager's `--leader-elect-*` timings, client-go's defaults.
@@ -131,6 +136,8 @@ impl ServerConfig {
             leader_election: LeaderElectionOptions::default(),
             insight_api: true,
             token_auth_file: None,
+            service_accounts: Default::default(),
+            audit: None,
         }
     }
 }
@@ -204,6 +211,7 @@ pub struct RunningServer {
     /// The in-process controllers; each ends when `shutdown` is cancelled.
     controllers: Arc<Controllers>,
     store: Backend,
+    audit: Option<Arc<finale_audit::Audit>>,
 }
 
 impl RunningServer {
@@ -224,6 +232,10 @@ impl RunningServer {
             }
         }
         self.store.close().await;
+        // Everything queued for the audit log is written before the process may exit.
+        if let Some(audit) = &self.audit {
+            audit.log.close();
+        }
     }
 
     /// A token that stops the server when cancelled (e.g. from a signal handler).
@@ -278,6 +290,17 @@ fn controllers_identity(data_dir: &Path) -> anyhow::Result<String> {
     Ok(identity)
 }
 
+/// The in-process controllers' identities: kube-controller-manager's service accounts (with
+/// `--use-service-account-credentials`), so that finalizer provenance and the audit log name
+/// the controller that wrote. The CRD controller runs in kube-apiserver upstream.
+pub const GARBAGE_COLLECTOR_USER: &str =
+    "system:serviceaccount:kube-system:generic-garbage-collector";
+pub const NAMESPACE_CONTROLLER_USER: &str =
+    "system:serviceaccount:kube-system:namespace-controller";
+pub const AGGREGATION_CONTROLLER_USER: &str =
+    "system:serviceaccount:kube-system:clusterrole-aggregation-controller";
+pub const CRD_CONTROLLER_USER: &str = "system:apiserver";
+
 /// Opens storage, prepares the PKI, binds the listener and starts serving.
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     // Both ring and (through other crates) aws-lc-rs may be linked; choose explicitly.
@@ -315,6 +338,16 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let added = crate::authn::load_token_file(file, &mut tokens)?;
         tracing::info!(file = %file.display(), tokens = added, "loaded the static token file");
     }
+
+    // Opened before anything is served: a bad policy or an unwritable log stops the start.
+    let audit = match &config.audit {
+        Some(options) => {
+            let audit = options.open()?;
+            tracing::info!(log = %audit.log.target(), rules = audit.policy.rules.len(), "writing the audit log");
+            Some(Arc::new(audit))
+        }
+        None => None,
+    };
 
     let shutdown = CancellationToken::new();
     let catalog = Arc::new(Catalog::with_builtins());
@@ -391,12 +424,15 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             let mut tasks = vec![
                 (
                     "crd",
-                    crate::controllers::crd::spawn(Arc::clone(&registry), term.clone()),
+                    crate::controllers::crd::spawn(
+                        Arc::new(registry.acting_as(CRD_CONTROLLER_USER)),
+                        term.clone(),
+                    ),
                 ),
                 (
                     "clusterrole-aggregation",
                     crate::controllers::clusterrole_aggregation::spawn(
-                        Arc::clone(&registry),
+                        Arc::new(registry.acting_as(AGGREGATION_CONTROLLER_USER)),
                         term.clone(),
                     ),
                 ),
@@ -405,7 +441,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                 tasks.push((
                     "garbage-collector",
                     crate::controllers::gc::spawn(
-                        Arc::clone(&registry),
+                        Arc::new(registry.acting_as(GARBAGE_COLLECTOR_USER)),
                         gc_metrics.clone(),
                         gc_view.clone(),
                         term.clone(),
@@ -414,7 +450,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             }
             tasks.push((
                 "namespace",
-                namespace::spawn(Arc::clone(&registry), namespace_options.clone(), term),
+                namespace::spawn(
+                    Arc::new(registry.acting_as(NAMESPACE_CONTROLLER_USER)),
+                    namespace_options.clone(),
+                    term,
+                ),
             ));
             tasks
         })
@@ -445,6 +485,16 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         terminating.spawn(Arc::clone(&registry), changes, shutdown.clone()),
     );
 
+    let token_keys = crate::authn::service_account::TokenKeys::new(
+        pki.service_account_key_pem(),
+        &config.service_accounts.key_files,
+    )?;
+    let service_account_tokens = crate::authn::service_account::ServiceAccountTokens::new(
+        token_keys,
+        &config.service_accounts,
+        Arc::clone(&registry),
+    );
+
     let url = client_url(local_addr);
     let kubeconfig = config.data_dir.join("kubeconfig");
     write_kubeconfig(&kubeconfig, &url, "finale", pki.ca_pem(), pki.admin_token())
@@ -452,7 +502,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let state = AppState {
         registry: Arc::clone(&registry),
-        authenticator: Arc::new(Authenticator { tokens }),
+        authenticator: Arc::new(Authenticator {
+            tokens,
+            service_accounts: Some(Arc::new(service_account_tokens)),
+        }),
         authorizer: Arc::clone(&authorizer),
         metrics,
         server_address: local_addr.to_string(),
@@ -471,6 +524,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             crate::insight::Insight::new(Arc::clone(&registry), gc_view, terminating)
                 .with_leadership(leader.clone()),
         ),
+        audit: audit.clone(),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(
@@ -491,6 +545,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         serving,
         controllers,
         store,
+        audit,
     })
 }
 
@@ -563,6 +618,10 @@ async fn accept_loop(
             let service = TowerToHyperService::new(app.map_request(
                 move |mut request: http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(certificate.clone());
+                    // The audit log's `sourceIPs` end with the peer.
+                    request
+                        .extensions_mut()
+                        .insert(crate::http::audit::PeerAddress(peer));
                     request
                 },
             ));

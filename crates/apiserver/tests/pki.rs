@@ -302,7 +302,9 @@ fn files_are_private_and_no_temp_files_remain() {
             "apiserver.crt",
             "apiserver.key",
             "ca.crt",
-            "ca.key"
+            "ca.key",
+            "sa.key",
+            "sa.pub"
         ]
     );
     for path in names.iter().map(|n| pki_dir.join(n)).chain([kubeconfig]) {
@@ -322,6 +324,7 @@ fn token_authentication() {
         user: "admin".into(),
         uid: String::new(),
         groups: vec!["system:masters".into(), "system:authenticated".into()],
+        extra: Default::default(),
     };
     for header in [
         format!("Bearer {token}"),
@@ -410,6 +413,7 @@ fn several_tokens_map_to_their_identities() {
             user: "ci".into(),
             uid: String::new(),
             groups: vec!["ci-bots".into()],
+            extra: Default::default(),
         },
     );
     assert_eq!(auth.len(), 2);
@@ -613,6 +617,7 @@ async fn tls_client_certificate_maps_to_admin() {
             user: "alice".into(),
             uid: String::new(),
             groups: vec!["team-a".into(), "system:authenticated".into()],
+            extra: Default::default(),
         })
     );
 

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use finale_apiserver::authn::service_account::ServiceAccountTokenOptions;
 use finale_apiserver::server::{self, ServerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -36,7 +37,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane: a Kubernetes API server on embedded storage.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Run a bundled operator against a Kubernetes API (a kubeconfig picks which).
     #[command(subcommand)]
     Operator(operator::Operator),
@@ -110,10 +111,43 @@ struct ServerArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     leader_elect_retry_period: std::time::Duration,
     /// More bearer tokens, in kube-apiserver's format: a CSV file of
-    /// `token,user,uid[,"group1,group2"]` lines. Until RBAC arrives every authenticated user is
-    /// an administrator, so list only people you would give the admin token.
+    /// `token,user,uid[,"group1,group2"]` lines. What each may do is up to RBAC.
     #[arg(long, value_name = "FILE")]
     token_auth_file: Option<PathBuf>,
+    /// The `iss` of the service-account tokens this server issues (`kubectl create token`),
+    /// and the only issuer whose tokens it accepts.
+    #[arg(long, value_name = "URL", default_value = finale_apiserver::authn::service_account::DEFAULT_ISSUER)]
+    service_account_issuer: String,
+    /// What a token must be meant for to authenticate here, comma separated (default: the
+    /// issuer). Token requests without audiences get these.
+    #[arg(long, value_name = "AUDIENCE[,AUDIENCE...]", value_delimiter = ',')]
+    api_audiences: Vec<String>,
+    /// More public keys (PEM, ECDSA P-256) that service-account tokens may be signed with,
+    /// beside the signing key `<pki-dir>/sa.key`: keep the old key's here when you rotate it
+    /// (repeatable).
+    #[arg(long, value_name = "FILE")]
+    service_account_key_file: Vec<PathBuf>,
+    /// Longest lifetime of an issued token; longer requests are shortened to it (e.g. `24h`).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    service_account_max_token_expiration: Option<std::time::Duration>,
+    /// Write the audit log here (`-`: standard output), as JSON lines of `audit.k8s.io/v1`
+    /// Events. Without --audit-policy-file every request is recorded at `Metadata` level but
+    /// reads of Events.
+    #[arg(long, value_name = "FILE")]
+    audit_log_path: Option<PathBuf>,
+    /// The audit policy (`audit.k8s.io/v1` Policy, YAML or JSON): which requests to record,
+    /// at which level. Needs --audit-log-path.
+    #[arg(long, value_name = "FILE", requires = "audit_log_path")]
+    audit_policy_file: Option<PathBuf>,
+    /// Megabytes the audit log grows to before it is rotated (0: lumberjack's 100).
+    #[arg(long, value_name = "MB", default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// Rotated audit logs to keep (0: all).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    audit_log_maxbackup: u32,
+    /// Days to keep rotated audit logs (0: forever).
+    #[arg(long, value_name = "DAYS", default_value_t = 0)]
+    audit_log_maxage: u32,
     /// How many recent changes the watch cache keeps, for watchers to resume from without
     /// reading the store (kube-apiserver's flag; Finale keeps one history for all resources
     /// rather than one per resource). A watch from an older resourceVersion is served from
@@ -240,7 +274,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         .context("cannot start the async runtime")?;
     match cli.command {
         Command::Server(args) => runtime
-            .block_on(run_server(args))
+            .block_on(run_server(*args))
             .map(|()| std::process::ExitCode::SUCCESS),
         Command::Operator(operator) => runtime
             .block_on(operator::run(operator))
@@ -276,6 +310,33 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
     config.watch_cache.history_capacity = args.default_watch_cache_size as usize;
     config.token_auth_file = args.token_auth_file.clone();
+    if let Some(max) = args.service_account_max_token_expiration
+        && !(3600..=1 << 32).contains(&max.as_secs())
+    {
+        anyhow::bail!(
+            "--service-account-max-token-expiration {}: must be between 1 hour and 2^32 \
+             seconds, as kube-apiserver requires",
+            humantime::format_duration(max)
+        );
+    }
+    config.audit = args
+        .audit_log_path
+        .clone()
+        .map(|path| finale_audit::AuditLogOptions {
+            path,
+            max_size_mb: args.audit_log_maxsize,
+            max_backups: args.audit_log_maxbackup,
+            max_age_days: args.audit_log_maxage,
+            policy: args.audit_policy_file.clone(),
+        });
+    config.service_accounts = ServiceAccountTokenOptions {
+        issuer: args.service_account_issuer.clone(),
+        api_audiences: args.api_audiences.clone(),
+        key_files: args.service_account_key_file.clone(),
+        max_expiration_seconds: args
+            .service_account_max_token_expiration
+            .map(|max| max.as_secs() as i64),
+    };
     config.limits.max_requests_inflight = args.max_requests_inflight;
     config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.limits.max_connections = args.max_connections;

@@ -73,6 +73,7 @@ pub fn acting_identity(
         user: user.clone(),
         uid: uids.first().cloned().unwrap_or_default(),
         groups: groups.clone(),
+        extra: Default::default(),
     };
     match user
         .strip_prefix(SERVICE_ACCOUNT_PREFIX)
@@ -89,7 +90,7 @@ pub fn acting_identity(
                 name,
             ));
             for group in [
-                "system:serviceaccounts".to_string(),
+                crate::authn::service_account::SERVICE_ACCOUNTS_GROUP.to_string(),
                 format!("system:serviceaccounts:{namespace}"),
             ] {
                 if !impersonated.groups.contains(&group) {

@@ -16,8 +16,7 @@ use super::rules::{PolicyRule, parse_rules};
 use crate::authn::Identity;
 use crate::object;
 
-/// The prefix of service-account user names: `system:serviceaccount:NS:NAME`.
-pub const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+pub use crate::authn::service_account::SERVICE_ACCOUNT_USER_PREFIX as SERVICE_ACCOUNT_PREFIX;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum RoleKind {
@@ -382,6 +381,7 @@ mod tests {
             user: name.into(),
             uid: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            extra: Default::default(),
         }
     }
 

@@ -57,6 +57,7 @@ pub fn answer(
                 user: text("user").to_string(),
                 uid: text("uid").to_string(),
                 groups,
+                extra: Default::default(),
             };
             let local =
                 (kind == "LocalSubjectAccessReview").then_some(namespace.unwrap_or_default());

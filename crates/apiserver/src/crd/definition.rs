@@ -1179,6 +1179,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             storage_version: None,
             definition_terminating: false,
             create_only: false,
+            token_subresource: false,
             status_writes: crate::resources::StatusWrites::StatusOnly,
         });
     }

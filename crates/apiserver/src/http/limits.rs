@@ -148,6 +148,7 @@ mod tests {
             user: "alice".into(),
             uid: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            extra: Default::default(),
         });
         request
     }

@@ -3,6 +3,7 @@
 //! Handlers here translate requests into registry calls and registry results into responses;
 //! no lifecycle rule lives in this module.
 
+pub mod audit;
 pub mod health;
 mod jsonpath;
 pub mod limits;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub inflight: Arc<limits::InflightLimits>,
     /// Answers `DeletionReview`s.
     pub insight: Arc<crate::insight::Insight>,
+    /// The audit policy and log (`--audit-log-path`), if any.
+    pub audit: Option<Arc<finale_audit::Audit>>,
 }
 
 /// Builds the router for every endpoint the server offers.
@@ -67,10 +70,12 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi/v2", get(openapi_v2))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        // Layers run outside-in: authentication first, then impersonation and authorization,
-        // then the in-flight limits, which need the identity (system:masters is exempt).
+        // Layers run outside-in: authentication first, then the audit log (refusals are
+        // recorded too), then impersonation and authorization, then the in-flight limits,
+        // which need the identity (system:masters is exempt).
         .route_layer(middleware::from_fn_with_state(state.clone(), limits::limit))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route("/healthz", get(health::endpoint))
@@ -121,6 +126,7 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
     match state
         .authenticator
         .authenticate(&certificate, request.headers())
+        .await
     {
         Ok(identity) => {
             request.extensions_mut().insert(identity);
@@ -155,12 +161,21 @@ async fn authorize(State(state): State<AppState>, mut request: Request, next: Ne
         request.uri().query(),
     );
     let decision = state.authorizer.authorize(&attributes);
-    if !decision.allowed {
+    let recorded = audit::AuthorizationDecision {
+        allowed: decision.allowed,
+        reason: decision.reason.clone(),
+    };
+    let mut response = if decision.allowed {
+        request.extensions_mut().insert(identity);
+        next.run(request).await
+    } else {
         tracing::debug!(user = %identity.user, verb = %attributes.verb, resource = %attributes.combined_resource(), path = %attributes.path, "request forbidden");
-        return crate::authz::forbidden(&attributes, &decision.reason).into_response();
+        crate::authz::forbidden(&attributes, &decision.reason).into_response()
+    };
+    if state.audit.is_some() {
+        response.extensions_mut().insert(recorded);
     }
-    request.extensions_mut().insert(identity);
-    next.run(request).await
+    response
 }
 
 async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {

@@ -170,6 +170,9 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     if resource.create_only {
         return review(&state, &resource, &resource_path, &parts, &query, body).await;
     }
+    if resource.token_subresource && resource_path.subresource.as_deref() == Some("token") {
+        return token_request(&state, &resource_path, &parts, body).await;
+    }
     if crate::insight::removal::is_removal(&resource) && parts.method != Method::GET {
         return finalizer_removal(&state, &resource, &resource_path, &parts, &query, body).await;
     }
@@ -232,13 +235,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
 /// `kubectl auth whoami`: the caller as the server authenticated it, in the posted review's
 /// `status.userInfo`.
 fn self_subject_review(mut review: Value, identity: &crate::authn::Identity) -> Value {
-    let mut user_info = serde_json::json!({
-        "username": identity.user,
-        "groups": identity.groups,
-    });
-    if !identity.uid.is_empty() {
-        user_info["uid"] = Value::from(identity.uid.clone());
-    }
+    let user_info = identity.user_info();
     review["apiVersion"] = Value::from("authentication.k8s.io/v1");
     review["kind"] = Value::from("SelfSubjectReview");
     if !review["metadata"].is_object() {
@@ -286,6 +283,11 @@ async fn review(
         )?;
         return Ok(json_response(StatusCode::CREATED, &answer));
     }
+    if resource.group == "authentication.k8s.io" && resource.plural == "tokenreviews" {
+        let posted = decode_object(&parts.headers, &body)?;
+        let answer = crate::authn::token_review::answer(&state.authenticator, posted).await?;
+        return Ok(json_response(StatusCode::CREATED, &answer));
+    }
     if resource.group == "authentication.k8s.io" && resource.plural == "selfsubjectreviews" {
         // kubectl posts an empty review, as protobuf; nothing in it is read but its metadata,
         // so a protobuf body is taken as empty rather than decoded.
@@ -319,6 +321,39 @@ async fn review(
         json_response(StatusCode::CREATED, &answer.object),
         &answer.warnings,
     ))
+}
+
+/// TokenRequest: `POST .../serviceaccounts/NAME/token` issues a token for the ServiceAccount
+/// (`kubectl create token`); nothing is stored. Only create is served, as upstream.
+async fn token_request(
+    state: &AppState,
+    path: &ResourcePath,
+    parts: &http::request::Parts,
+    body: Body,
+) -> ApiResult<Response> {
+    let (Some(namespace), Some(name)) = (path.namespace.as_deref(), path.name.as_deref()) else {
+        return Err(not_found_path(parts.uri.path()));
+    };
+    if parts.method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} is not supported on serviceaccounts/token: use POST (`kubectl create token`)",
+            parts.method
+        )));
+    }
+    let tokens = state
+        .authenticator
+        .service_accounts
+        .as_ref()
+        .ok_or_else(|| {
+            ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "this server issues no service-account tokens",
+            )
+        })?;
+    let posted = decode_object(&parts.headers, &read_body(body).await?)?;
+    let answer = tokens.request_token(namespace, name, posted).await?;
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 /// `FinalizerRemoval` writes: POST to the collection forces the finalizer off (see
@@ -374,7 +409,7 @@ fn not_found_path(path: &str) -> ApiError {
 const OVERSIZED_DRAIN_BYTES: usize = 16 * 1024 * 1024;
 const OVERSIZED_DRAIN_TIME: Duration = Duration::from_secs(10);
 
-async fn read_body(mut body: Body) -> ApiResult<Bytes> {
+pub(super) async fn read_body(mut body: Body) -> ApiResult<Bytes> {
     let mut collected = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {

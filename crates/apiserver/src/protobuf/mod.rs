@@ -13,7 +13,7 @@
 //! apps/v1 Deployment, ReplicaSet; batch/v1 Job; coordination.k8s.io/v1 Lease;
 //! rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding, ClusterRoleBinding;
 //! authorization.k8s.io/v1 SubjectAccessReview (and its self and local forms),
-//! SelfSubjectRulesReview.
+//! SelfSubjectRulesReview; authentication.k8s.io/v1 TokenRequest, TokenReview.
 //!
 //! *Guarantees:* no data is lost silently. Every field of every decoded message is
 //! converted (the `convert!` tables fail to compile otherwise); a few large subtrees are not
@@ -26,6 +26,7 @@
 //! canonical ones); a field unknown to `k8s-pb` that holds a zero value is not detected.
 
 mod apps;
+mod authentication;
 mod batch;
 mod coordination;
 mod core_v1;
@@ -181,6 +182,10 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
             object.convert(rbac::local_subject_access_review)
         }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            object.convert(authentication::token_request)
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => object.convert(authentication::token_review),
         ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
             object.convert(rbac::self_subject_rules_review)
         }

@@ -45,9 +45,14 @@ impl Registry {
                 key: key.as_bytes().to_vec(),
             },
         };
-        if provenance::finalizer_set(before) == provenance::finalizer_set(after) {
+        let (finalizers_before, finalizers_after) = (
+            provenance::finalizer_set(before),
+            provenance::finalizer_set(after),
+        );
+        if finalizers_before == finalizers_after {
             return self.commit_writes(vec![(op, precondition)], guards).await;
         }
+        provenance::FinalizerChanges::note(&finalizers_before, &finalizers_after);
         let side_key = provenance::side_key(key);
         let (side, _) = self.store.get(side_key.as_bytes()).await?;
         let previous = side.as_ref().and_then(|kv| provenance::decode(&kv.value));
@@ -59,7 +64,7 @@ impl Registry {
             previous.as_ref(),
             before,
             after,
-            actor.unwrap_or(&server),
+            actor.or(self.default_actor()).unwrap_or(&server),
             &object::now(),
         );
         let side_precondition =

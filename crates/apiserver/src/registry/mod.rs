@@ -185,6 +185,10 @@ pub struct Registry {
     /// Set on the in-process controllers' registry: every write also requires that this
     /// replica still holds their Lease ([`fence`]).
     fence: Option<Arc<fence::LeaseFence>>,
+    /// Who writes through this registry when a write names no one: an in-process controller's
+    /// own identity (`system:serviceaccount:kube-system:generic-garbage-collector`), so that
+    /// finalizer provenance and the audit log name it. None: [`provenance::IN_PROCESS_USER`].
+    default_actor: Option<Arc<Actor>>,
 }
 
 /// The stored form of an object: JSON without `resourceVersion`, which is the key's
@@ -278,6 +282,7 @@ impl Registry {
             catalog,
             watch_cache,
             fence: None,
+            default_actor: None,
         }
     }
 
@@ -289,7 +294,28 @@ impl Registry {
             catalog: Arc::clone(&self.catalog),
             watch_cache: Arc::clone(&self.watch_cache),
             fence: Some(fence),
+            default_actor: self.default_actor.clone(),
         }
+    }
+
+    /// The same registry, whose writes that name no actor are made as `user` (an in-process
+    /// controller's identity).
+    pub fn acting_as(&self, user: &str) -> Registry {
+        Registry {
+            store: Arc::clone(&self.store),
+            catalog: Arc::clone(&self.catalog),
+            watch_cache: Arc::clone(&self.watch_cache),
+            fence: self.fence.clone(),
+            default_actor: Some(Arc::new(Actor {
+                user: user.to_string(),
+                user_agent: String::new(),
+            })),
+        }
+    }
+
+    /// Who a write that names no actor is made as.
+    pub fn default_actor(&self) -> Option<&Actor> {
+        self.default_actor.as_deref()
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {

@@ -25,6 +25,7 @@
 //!   back in one write keeps its first entry (the set did not change).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -260,5 +261,51 @@ mod tests {
             "/finale/finalizer-provenance/core/configmaps/default/app"
         );
         assert!(!key.starts_with("/registry/"));
+    }
+}
+
+tokio::task_local! {
+    static FINALIZER_CHANGES: FinalizerChanges;
+}
+
+/// The finalizers a request's writes added and removed, collected for the audit log: the
+/// HTTP layer runs the request within [`FinalizerChanges::scope`], and every commit that
+/// changes a finalizer set within it notes the change.
+#[derive(Clone, Debug, Default)]
+pub struct FinalizerChanges(Arc<Mutex<(Vec<String>, Vec<String>)>>);
+
+impl FinalizerChanges {
+    /// Runs `work`; the commits it makes note their finalizer changes here.
+    pub async fn scope<F: std::future::Future>(&self, work: F) -> F::Output {
+        FINALIZER_CHANGES.scope(self.clone(), work).await
+    }
+
+    /// (added, removed), each in the order first seen, without repeats.
+    pub fn summary(&self) -> (Vec<String>, Vec<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Notes a commit that took the finalizers from `before` to `after`; nothing outside a
+    /// scope (in-process controllers).
+    pub(crate) fn note(before: &[String], after: &[String]) {
+        let _ = FINALIZER_CHANGES.try_with(|changes| {
+            let mut noted = changes
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for name in after.iter().filter(|n| !before.contains(n)) {
+                if !noted.0.contains(name) {
+                    noted.0.push(name.clone());
+                }
+            }
+            for name in before.iter().filter(|n| !after.contains(n)) {
+                if !noted.1.contains(name) {
+                    noted.1.push(name.clone());
+                }
+            }
+        });
     }
 }

@@ -181,6 +181,7 @@ pub async fn grant_in_namespace(running: &RunningServer, namespace: &str, group:
         user: "probe".into(),
         uid: String::new(),
         groups: vec![group.to_string()],
+        extra: Default::default(),
     };
     // The group holds nothing else, so any rule in the namespace is this binding's.
     let deadline = std::time::Instant::now() + WAIT;

@@ -6,7 +6,11 @@
 //!    chains to the cluster CA, is valid now and is meant for client authentication. Its
 //!    subject's CN is the user, its O values are the groups;
 //! 2. a bearer token from the static table ([`TokenAuthenticator`]): the admin token, and
-//!    those of `--token-auth-file` ([`load_token_file`], kube-apiserver's CSV format).
+//!    those of `--token-auth-file` ([`load_token_file`], kube-apiserver's CSV format);
+//! 3. a service-account token ([`service_account`]): a JWT this server issued through
+//!    TokenRequest, valid while its ServiceAccount (and bound object) exist.
+//!
+//! [`token_review`] answers `TokenReview`s with the same chain of token authenticators.
 //!
 //! Every authenticated user is also in `system:authenticated`. A request neither accepts is
 //! a 401 `Unauthorized` `Status` whose message says what to present.
@@ -19,8 +23,11 @@
 //! # Caveats
 //! - Unlike upstream, whose 401 body says only `Unauthorized`, the message explains what to
 //!   fix; it never echoes a token.
-//! - There is no authorization yet: every authenticated identity is an administrator.
 
+pub mod service_account;
+pub mod token_review;
+
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -41,6 +48,9 @@ pub struct Identity {
     /// Empty when the authenticator knows none (client certificates, the admin token).
     pub uid: String,
     pub groups: Vec<String>,
+    /// Upstream's `user.Info` extras: what else the authenticator knows (a service-account
+    /// token's id and bound Pod).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl Identity {
@@ -50,7 +60,20 @@ impl Identity {
             user: ADMIN_USER.to_string(),
             uid: String::new(),
             groups: vec![MASTERS_GROUP.to_string(), AUTHENTICATED_GROUP.to_string()],
+            extra: BTreeMap::new(),
         }
+    }
+
+    /// The `UserInfo` of reviews (`TokenReview`, `SelfSubjectReview`): empty fields omitted.
+    pub fn user_info(&self) -> serde_json::Value {
+        let mut info = serde_json::json!({"username": self.user, "groups": self.groups});
+        if !self.uid.is_empty() {
+            info["uid"] = serde_json::Value::from(self.uid.clone());
+        }
+        if !self.extra.is_empty() {
+            info["extra"] = serde_json::json!(self.extra);
+        }
+        info
     }
 
     /// Kubernetes adds `system:authenticated` to every authenticated user.
@@ -90,6 +113,12 @@ pub enum AuthError {
          <data-dir>/{PKI_DIR}/{ADMIN_TOKEN_FILE}); tokens change only if that file is deleted"
     )]
     InvalidToken,
+    /// A service-account token of this server that no longer (or does not) authenticate.
+    #[error(
+        "invalid bearer token: {reason}; request a new one with `kubectl create token \
+         SERVICEACCOUNT`"
+    )]
+    InvalidServiceAccountToken { reason: String },
 }
 
 #[derive(Clone)]
@@ -229,6 +258,7 @@ pub fn identity_from_client_cert(cert: &CertificateDer<'_>) -> Option<Identity> 
             user,
             uid: String::new(),
             groups,
+            extra: BTreeMap::new(),
         }
         .with_authenticated_group(),
     )
@@ -437,15 +467,18 @@ impl ClientCertVerifier for RequestClientCert {
 // ---------------------------------------------------------------------------------------
 // The union
 
-/// Client certificates first, then bearer tokens, as kube-apiserver orders them.
+/// Client certificates first, then static bearer tokens, then service-account tokens, as
+/// kube-apiserver orders them.
 #[derive(Clone, Debug)]
 pub struct Authenticator {
     pub tokens: TokenAuthenticator,
+    /// None only where no registry exists (unit tests of the static chain).
+    pub service_accounts: Option<Arc<service_account::ServiceAccountTokens>>,
 }
 
 impl Authenticator {
     /// Who sent a request that came with `certificate` (its connection's) and `headers`.
-    pub fn authenticate(
+    pub async fn authenticate(
         &self,
         certificate: &ClientCertificate,
         headers: &http::HeaderMap,
@@ -460,9 +493,41 @@ impl Authenticator {
                 }),
                 _ => Err(AuthError::MissingCredentials),
             },
+            Err(AuthError::InvalidToken) => {
+                let token = bearer_token(headers).ok_or(AuthError::InvalidToken)?;
+                let service_accounts = self
+                    .service_accounts
+                    .as_ref()
+                    .ok_or(AuthError::InvalidToken)?;
+                match service_accounts
+                    .authenticate(token, service_accounts.api_audiences())
+                    .await?
+                {
+                    Some((identity, _)) => Ok(identity),
+                    None => Err(AuthError::InvalidToken),
+                }
+            }
             other => other,
         }
     }
+}
+
+/// The token of a request's one `Authorization: Bearer` header, if it has exactly one.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let (scheme, token) = value
+        .to_str()
+        .ok()?
+        .trim()
+        .split_once(char::is_whitespace)?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 /// A `--token-auth-file` that cannot be used; the message names the file and the line.
@@ -524,6 +589,7 @@ pub fn load_token_file(
                 user: record[1].to_string(),
                 uid: record[2].to_string(),
                 groups,
+                extra: Default::default(),
             },
         );
         added += 1;
@@ -560,6 +626,7 @@ mod tests {
                 user: "bob".into(),
                 uid: String::new(),
                 groups: vec![],
+                extra: Default::default(),
             },
         );
         auth.insert("", Identity::admin());
@@ -573,15 +640,19 @@ mod tests {
         assert!(!format!("{auth:?}").contains("t1"));
     }
 
-    #[test]
-    fn certificates_come_first_then_tokens() {
+    #[tokio::test]
+    async fn certificates_come_first_then_tokens() {
         let mut tokens = TokenAuthenticator::new();
         tokens.insert("t1", Identity::admin());
-        let authenticator = Authenticator { tokens };
+        let authenticator = Authenticator {
+            tokens,
+            service_accounts: None,
+        };
         let alice = Identity {
             user: "alice".into(),
             uid: String::new(),
             groups: vec![AUTHENTICATED_GROUP.into()],
+            extra: Default::default(),
         };
         let mut with_token = http::HeaderMap::new();
         with_token.insert(http::header::AUTHORIZATION, "Bearer t1".parse().unwrap());
@@ -591,12 +662,12 @@ mod tests {
 
         let verified = ClientCertificate::Verified(alice.clone());
         assert_eq!(
-            authenticator.authenticate(&verified, &wrong_token),
+            authenticator.authenticate(&verified, &wrong_token).await,
             Ok(alice)
         );
         let rejected = ClientCertificate::Rejected("BadSignature".into());
         assert_eq!(
-            authenticator.authenticate(&rejected, &none),
+            authenticator.authenticate(&rejected, &none).await,
             Err(AuthError::InvalidClientCertificate {
                 reason: "BadSignature".into()
             })
@@ -605,15 +676,18 @@ mod tests {
         assert_eq!(
             authenticator
                 .authenticate(&rejected, &with_token)
+                .await
                 .map(|i| i.user),
             Ok(ADMIN_USER.to_string())
         );
         assert_eq!(
-            authenticator.authenticate(&rejected, &wrong_token),
+            authenticator.authenticate(&rejected, &wrong_token).await,
             Err(AuthError::InvalidToken)
         );
         assert_eq!(
-            authenticator.authenticate(&ClientCertificate::Absent, &none),
+            authenticator
+                .authenticate(&ClientCertificate::Absent, &none)
+                .await,
             Err(AuthError::MissingCredentials)
         );
     }
