@@ -40,12 +40,18 @@ pub fn uid(object: &Value) -> &str {
 }
 
 pub fn finalizers(object: &Value) -> Vec<String> {
-    metadata(object)
-        .and_then(|m| m.get("finalizers"))
+    string_list(metadata(object).and_then(|m| m.get("finalizers")))
+}
+
+/// The strings of a JSON list (others skipped); empty when `value` is not a list.
+pub fn string_list(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
                 .collect()
         })
         .unwrap_or_default()

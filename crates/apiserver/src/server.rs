@@ -299,7 +299,7 @@ pub const NAMESPACE_CONTROLLER_USER: &str =
     "system:serviceaccount:kube-system:namespace-controller";
 pub const AGGREGATION_CONTROLLER_USER: &str =
     "system:serviceaccount:kube-system:clusterrole-aggregation-controller";
-pub const CRD_CONTROLLER_USER: &str = "system:apiserver";
+pub const CRD_CONTROLLER_USER: &str = crate::registry::provenance::IN_PROCESS_USER;
 
 /// Opens storage, prepares the PKI, binds the listener and starts serving.
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {

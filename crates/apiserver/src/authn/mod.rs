@@ -188,22 +188,11 @@ impl TokenAuthenticator {
     /// Accepts `Bearer <token>` with the scheme in any case and surrounding whitespace
     /// trimmed, like kube-apiserver.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Identity, AuthError> {
-        let header = authorization.map(str::trim).unwrap_or_default();
-        if header.is_empty() {
-            return Err(AuthError::MissingCredentials);
-        }
-        let (scheme, token) = header
-            .split_once(|c: char| c.is_ascii_whitespace())
-            .unwrap_or((header, ""));
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(AuthError::UnsupportedScheme {
-                scheme: sanitize_scheme(scheme),
-            });
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(AuthError::MissingCredentials);
-        }
+        self.lookup(bearer_token_of(authorization)?)
+    }
+
+    /// The identity of `token`, a bare token without its `Bearer ` scheme.
+    pub fn lookup(&self, token: &str) -> Result<Identity, AuthError> {
         let mut matched: Option<&Identity> = None;
         for entry in self.entries.iter() {
             let equal: bool = entry.token.ct_eq(token.as_bytes()).into();
@@ -216,20 +205,49 @@ impl TokenAuthenticator {
             .ok_or(AuthError::InvalidToken)
     }
 
-    /// [`authenticate`](Self::authenticate) on a request's headers. A header that is not
-    /// valid visible ASCII cannot hold a token and counts as invalid; several `Authorization`
-    /// headers are rejected as ambiguous.
+    /// [`authenticate`](Self::authenticate) on a request's headers (see
+    /// [`authorization_header`]).
     pub fn authenticate_headers(&self, headers: &http::HeaderMap) -> Result<Identity, AuthError> {
-        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-        let Some(value) = values.next() else {
-            return self.authenticate(None);
-        };
-        if values.next().is_some() {
-            return Err(AuthError::InvalidToken);
-        }
-        let value = value.to_str().map_err(|_| AuthError::InvalidToken)?;
-        self.authenticate(Some(value))
+        self.authenticate(authorization_header(headers)?)
     }
+}
+
+/// A request's one `Authorization` header, `None` when it has none. A header that is not
+/// valid visible ASCII cannot hold a token and counts as invalid; several `Authorization`
+/// headers are rejected as ambiguous.
+pub fn authorization_header(headers: &http::HeaderMap) -> Result<Option<&str>, AuthError> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AuthError::InvalidToken);
+    }
+    value
+        .to_str()
+        .map(Some)
+        .map_err(|_| AuthError::InvalidToken)
+}
+
+/// The token of an `Authorization` header value: `Bearer <token>`, the scheme in any case.
+fn bearer_token_of(authorization: Option<&str>) -> Result<&str, AuthError> {
+    let header = authorization.map(str::trim).unwrap_or_default();
+    if header.is_empty() {
+        return Err(AuthError::MissingCredentials);
+    }
+    let (scheme, token) = header
+        .split_once(|c: char| c.is_ascii_whitespace())
+        .unwrap_or((header, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::UnsupportedScheme {
+            scheme: sanitize_scheme(scheme),
+        });
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(AuthError::MissingCredentials);
+    }
+    Ok(token)
 }
 
 /// Echoes the scheme only when it looks like one (`Basic`, `Negotiate`, ...): a client that
@@ -486,48 +504,33 @@ impl Authenticator {
         if let ClientCertificate::Verified(identity) = certificate {
             return Ok(identity.clone());
         }
-        match self.tokens.authenticate_headers(headers) {
-            Err(AuthError::MissingCredentials) => match certificate {
-                ClientCertificate::Rejected(reason) => Err(AuthError::InvalidClientCertificate {
-                    reason: reason.clone(),
-                }),
-                _ => Err(AuthError::MissingCredentials),
-            },
-            Err(AuthError::InvalidToken) => {
-                let token = bearer_token(headers).ok_or(AuthError::InvalidToken)?;
-                let service_accounts = self
-                    .service_accounts
-                    .as_ref()
-                    .ok_or(AuthError::InvalidToken)?;
-                match service_accounts
-                    .authenticate(token, service_accounts.api_audiences())
-                    .await?
-                {
-                    Some((identity, _)) => Ok(identity),
-                    None => Err(AuthError::InvalidToken),
-                }
+        let token = match authorization_header(headers).and_then(bearer_token_of) {
+            Ok(token) => token,
+            Err(AuthError::MissingCredentials) => {
+                return Err(match certificate {
+                    ClientCertificate::Rejected(reason) => AuthError::InvalidClientCertificate {
+                        reason: reason.clone(),
+                    },
+                    _ => AuthError::MissingCredentials,
+                });
             }
-            other => other,
+            Err(error) => return Err(error),
+        };
+        if let Ok(identity) = self.tokens.lookup(token) {
+            return Ok(identity);
+        }
+        let service_accounts = self
+            .service_accounts
+            .as_ref()
+            .ok_or(AuthError::InvalidToken)?;
+        match service_accounts
+            .authenticate(token, service_accounts.api_audiences())
+            .await?
+        {
+            Some((identity, _)) => Ok(identity),
+            None => Err(AuthError::InvalidToken),
         }
     }
-}
-
-/// The token of a request's one `Authorization: Bearer` header, if it has exactly one.
-pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
-    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    let (scheme, token) = value
-        .to_str()
-        .ok()?
-        .trim()
-        .split_once(char::is_whitespace)?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
 }
 
 /// A `--token-auth-file` that cannot be used; the message names the file and the line.

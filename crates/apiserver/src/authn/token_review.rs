@@ -33,17 +33,7 @@ pub async fn answer(authenticator: &Authenticator, mut review: Value) -> ApiResu
             "token is required for TokenReview in authentication",
         ));
     }
-    let requested: Vec<String> = review
-        .pointer("/spec/audiences")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let requested = crate::object::string_list(review.pointer("/spec/audiences"));
     let api_audiences: Vec<String> = authenticator
         .service_accounts
         .as_ref()
@@ -85,10 +75,7 @@ async fn authenticate(
     audiences: &[String],
     api_audiences: &[String],
 ) -> Result<(Identity, Vec<String>), String> {
-    if let Ok(identity) = authenticator
-        .tokens
-        .authenticate(Some(&format!("Bearer {token}")))
-    {
+    if let Ok(identity) = authenticator.tokens.lookup(token) {
         let shared: Vec<String> = audiences
             .iter()
             .filter(|a| api_audiences.contains(a))

@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 
 use crate::crd::schema::StructuralSchema;
 use crate::deletion::GcPolicy;
+use crate::object::string_list;
 use crate::resources::{PrinterColumn, ResourceType, ScalePaths};
 use crate::validation::{self, FieldError, NameRule};
 
@@ -904,7 +905,7 @@ fn validate_names(names: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    for (i, short_name) in strings(names.get("shortNames")).iter().enumerate() {
+    for (i, short_name) in string_list(names.get("shortNames")).iter().enumerate() {
         let problems = validation::is_dns1035_label(short_name);
         if !problems.is_empty() {
             errors.push(FieldError::invalid(
@@ -923,7 +924,7 @@ fn validate_names(names: &Value, path: &str, errors: &mut Vec<FieldError>) {
             "kind and listKind may not be the same",
         ));
     }
-    for (i, category) in strings(names.get("categories")).iter().enumerate() {
+    for (i, category) in string_list(names.get("categories")).iter().enumerate() {
         let problems = validation::is_dns1035_label(category);
         if !problems.is_empty() {
             errors.push(FieldError::invalid(
@@ -939,7 +940,7 @@ fn validate_names(names: &Value, path: &str, errors: &mut Vec<FieldError>) {
 fn validate_stored_versions(crd: &Value, spec: &Value, errors: &mut Vec<FieldError>) {
     const FIELD: &str = "status.storedVersions";
     let stored_value = crd.pointer("/status/storedVersions");
-    let stored = strings(stored_value);
+    let stored = string_list(stored_value);
     let rendered = match stored_value {
         None | Some(Value::Null) => "[]string(nil)".to_string(),
         Some(_) => go_string_slice(&stored),
@@ -1158,8 +1159,8 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             plural: plural.to_string(),
             singular: text(names.get("singular")).to_string(),
             namespaced,
-            short_names: strings(names.get("shortNames")),
-            categories: strings(names.get("categories")),
+            short_names: string_list(names.get("shortNames")),
+            categories: string_list(names.get("categories")),
             status_subresource: has_status_subresource(version),
             scale,
             name_rule: NameRule::Dns1123Subdomain,
@@ -1213,7 +1214,7 @@ pub fn accepted_names(crd: &Value) -> Value {
     };
     accepted.insert("singular".into(), json!(singular));
     for list in ["shortNames", "categories"] {
-        let values = strings(names.get(list));
+        let values = string_list(names.get(list));
         if !values.is_empty() {
             accepted.insert(list.into(), json!(values));
         }
@@ -1273,19 +1274,6 @@ fn versions(spec: &Value) -> Vec<Value> {
 
 fn text(value: Option<&Value>) -> &str {
     value.and_then(Value::as_str).unwrap_or_default()
-}
-
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Go's `%#v` of a `[]string`.

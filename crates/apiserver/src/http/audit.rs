@@ -125,15 +125,12 @@ pub async fn audit(State(state): State<AppState>, request: Request, next: Next) 
                 return response;
             }
         };
-        let protobuf = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with(crate::protobuf::PROTOBUF_MEDIA_TYPE));
-        let decoded = if protobuf {
-            crate::protobuf::decode_object(&bytes).ok()
-        } else {
+        // A patch is recorded as sent; any other body as the handler decodes it (JSON, YAML
+        // or kubectl's protobuf).
+        let decoded = if parts.method == http::Method::PATCH {
             serde_json::from_slice::<Value>(&bytes).ok()
+        } else {
+            super::resource::decode_object(&parts.headers, &bytes).ok()
         };
         if let Some(object) = decoded {
             if parts.method == http::Method::PATCH {

@@ -460,7 +460,7 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Decodes an object body: JSON (the default) or YAML.
-fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+pub(super) fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the request has no body: send the object as JSON",

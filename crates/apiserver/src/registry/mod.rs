@@ -178,6 +178,7 @@ pub struct DeleteResult {
     pub warnings: Vec<String>,
 }
 
+#[derive(Clone)]
 pub struct Registry {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
@@ -290,11 +291,8 @@ impl Registry {
     /// replica ([`fence`]): the one the in-process controllers write through.
     pub fn fenced(&self, fence: Arc<fence::LeaseFence>) -> Registry {
         Registry {
-            store: Arc::clone(&self.store),
-            catalog: Arc::clone(&self.catalog),
-            watch_cache: Arc::clone(&self.watch_cache),
             fence: Some(fence),
-            default_actor: self.default_actor.clone(),
+            ..self.clone()
         }
     }
 
@@ -302,14 +300,11 @@ impl Registry {
     /// controller's identity).
     pub fn acting_as(&self, user: &str) -> Registry {
         Registry {
-            store: Arc::clone(&self.store),
-            catalog: Arc::clone(&self.catalog),
-            watch_cache: Arc::clone(&self.watch_cache),
-            fence: self.fence.clone(),
             default_actor: Some(Arc::new(Actor {
                 user: user.to_string(),
                 user_agent: String::new(),
             })),
+            ..self.clone()
         }
     }
 
