@@ -338,6 +338,10 @@ fn format_value(value: Option<f64>, unit: Unit) -> String {
 fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
     match goal {
         None => String::new(),
+        // Two decimals where the goal has them (0.95), one otherwise (1.0).
+        Some(Goal::RatioAtLeast(min)) if (min * 10.0).fract().abs() > 1e-9 => {
+            format!(">={min:.2}x")
+        }
         Some(Goal::RatioAtLeast(min)) => format!(">={min:.1}x"),
         Some(Goal::RatioAtMost(max)) => format!("<={max}x"),
         Some(Goal::AtMost(max)) => {

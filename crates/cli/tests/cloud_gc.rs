@@ -16,7 +16,7 @@ use common::{Env, binary, kube_client};
 use finale_cloud_aws::{ec2, elb, elbv2};
 use finale_e2e::aws_proxy::{AwsProxy, Refusal};
 use finale_e2e::moto::Moto;
-use finale_e2e::operator::OperatorProcess;
+use finale_e2e::operator::{OperatorProcess, least_privilege_kubeconfig};
 use finale_operator_cloud_gc::annotations::Task;
 use finale_operator_cloud_gc::cloud::{StaticCredentials, Target};
 use finale_operator_cloud_gc::{CloudCluster, GC_FINALIZER};
@@ -92,10 +92,18 @@ impl Harness {
         }
         let mut args = vec!["--lease-duration", "3s", "--max-backoff", "2s"];
         args.extend_from_slice(operator_args);
-        let operator = OperatorProcess::start(
+        // With the least privilege `--print-rbac` gives it.
+        let kubeconfig = least_privilege_kubeconfig(
             binary(),
             "cloud-gc",
             &env.server.kubeconfig,
+            env.dir.path(),
+        )
+        .expect("the cloud-gc operator's least-privilege kubeconfig");
+        let operator = OperatorProcess::start(
+            binary(),
+            "cloud-gc",
+            &kubeconfig,
             env.dir.path(),
             "gc-1",
             &args,
@@ -1291,10 +1299,17 @@ async fn the_gc_cli_plans_what_deletion_removes_and_runs_only_with_yes() {
 async fn a_tenant_waits_for_its_cloud_footprint() {
     use finale_operator_tenant::Tenant;
     let h = Harness::start(&[]).await;
-    let mut tenant_operator = OperatorProcess::start(
+    let kubeconfig = least_privilege_kubeconfig(
         binary(),
         "tenant",
         &h.env.server.kubeconfig,
+        h.env.dir.path(),
+    )
+    .expect("the tenant operator's least-privilege kubeconfig");
+    let mut tenant_operator = OperatorProcess::start(
+        binary(),
+        "tenant",
+        &kubeconfig,
         h.env.dir.path(),
         "tenant-1",
         &["--lease-duration", "3s", "--max-backoff", "2s"],

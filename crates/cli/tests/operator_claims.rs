@@ -1,6 +1,7 @@
 //! `finale server --with-operators`: the bundled Database, Tenant and CloudCluster operators
 //! declare their finalizers as `FinalizerClaim`s through the toolkit, and the server reads them
-//! as live (their leader Leases are held and renewed), as kubectl shows them.
+//! as live (their leader Leases are held and renewed), as kubectl shows them. Each runs as its
+//! own ServiceAccount with the least privilege `finale operator NAME --print-rbac` prints.
 
 mod common;
 
@@ -18,11 +19,18 @@ fn with_operators_the_bundled_operators_claims_are_present_and_live() {
         "finale-cloud-gc-operator",
     ];
     let dir = tempfile::tempdir().expect("tempdir");
+    let audit_log = dir.path().join("audit.log");
     let server = FinaleServer::start_with(
         binary(),
         &dir.path().join("data"),
         "127.0.0.1:0",
-        &["--with-operators", "--operator-metrics-addr", "127.0.0.1:0"],
+        &[
+            "--with-operators",
+            "--operator-metrics-addr",
+            "127.0.0.1:0",
+            "--audit-log-path",
+            audit_log.to_str().expect("a UTF-8 path"),
+        ],
     )
     .expect("start the server");
     let kubectl = Kubectl::new(&server.kubeconfig).expect("kubectl fixture");
@@ -87,5 +95,59 @@ fn with_operators_the_bundled_operators_claims_are_present_and_live() {
             .skip(1)
             .all(|row| row.split_whitespace().nth(2) == Some("True")),
         "{table}"
+    );
+    // Each wrote its claims as its own ServiceAccount, never as the admin.
+    let records: Vec<Value> = std::fs::read_to_string(&audit_log)
+        .expect("the audit log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON audit event"))
+        .collect();
+    let claim_writers: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter(|r| {
+            r["objectRef"]["resource"] == "finalizerclaims"
+                && ["create", "patch", "update"].contains(&r["verb"].as_str().unwrap_or_default())
+        })
+        .filter_map(|r| r["user"]["username"].as_str())
+        .collect();
+    let expected: std::collections::BTreeSet<String> = OPERATORS
+        .iter()
+        .map(|o| format!("system:serviceaccount:finale-system:{o}"))
+        .collect();
+    assert_eq!(
+        claim_writers,
+        expected.iter().map(String::as_str).collect(),
+        "who wrote the FinalizerClaims"
+    );
+    // Their tokens are kept beside the admin kubeconfig (DATA_DIR/operators), owner-only.
+    use std::os::unix::fs::PermissionsExt;
+    for operator in OPERATORS {
+        let token = server
+            .kubeconfig
+            .parent()
+            .expect("the data directory")
+            .join("operators")
+            .join(format!("{operator}.token"));
+        let mode = std::fs::metadata(&token)
+            .unwrap_or_else(|e| panic!("{}: {e}", token.display()))
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", token.display());
+    }
+    // The ServiceAccount may not do what its role does not grant.
+    let forbidden = kubectl
+        .run(&[
+            "auth",
+            "can-i",
+            "delete",
+            "namespaces",
+            "--as",
+            "system:serviceaccount:finale-system:finale-database-operator",
+        ])
+        .expect("kubectl auth can-i");
+    assert_eq!(
+        String::from_utf8_lossy(&forbidden.stdout).trim(),
+        "no",
+        "{forbidden:?}"
     );
 }

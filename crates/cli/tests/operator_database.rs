@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{Env, USER_DATABASES, binary, kube_client, postgres_client, postgres_names};
-use finale_e2e::operator::OperatorProcess;
+use finale_e2e::operator::{OperatorProcess, least_privilege_kubeconfig};
 use finale_e2e::{Postgres, PostgresOptions};
 use finale_operator_database::Database;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -48,14 +48,22 @@ impl Harness {
         harness
     }
 
-    /// An operator with short timings, so failures are retried within the test's bounds.
+    /// An operator with short timings, so failures are retried within the test's bounds,
+    /// running with the least privilege `--print-rbac` gives it.
     fn operator(&self, identity: &str, extra: &[&str]) -> OperatorProcess {
         let mut args = vec!["--lease-duration", "3s", "--max-backoff", "2s"];
         args.extend_from_slice(extra);
-        OperatorProcess::start(
+        let kubeconfig = least_privilege_kubeconfig(
             binary(),
             "database",
             &self.env.server.kubeconfig,
+            self.env.dir.path(),
+        )
+        .expect("the database operator's least-privilege kubeconfig");
+        OperatorProcess::start(
+            binary(),
+            "database",
+            &kubeconfig,
             self.env.dir.path(),
             identity,
             &args,

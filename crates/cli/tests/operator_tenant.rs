@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{Env, USER_DATABASES, binary, kube_client, postgres_names};
 use finale_e2e::Postgres;
-use finale_e2e::operator::OperatorProcess;
+use finale_e2e::operator::{OperatorProcess, least_privilege_kubeconfig};
 use finale_operator_database::Database;
 use finale_operator_tenant::Tenant;
 use futures::{StreamExt, TryStreamExt};
@@ -384,10 +384,13 @@ async fn a_namespace_it_did_not_create_is_not_adopted() {
 #[tokio::test]
 async fn an_operator_restart_mid_teardown_still_finishes_it() {
     let mut h = Harness::start(false).await;
+    let kubeconfig =
+        least_privilege_kubeconfig(binary(), "all", &h.env.server.kubeconfig, h.env.dir.path())
+            .expect("the operators' least-privilege kubeconfig");
     let mut operators = OperatorProcess::start(
         binary(),
         "all",
-        &h.env.server.kubeconfig,
+        &kubeconfig,
         h.env.dir.path(),
         "ops",
         &["--leader-elect=false", "--max-backoff", "2s"],

@@ -230,3 +230,61 @@ impl Drop for OperatorProcess {
         }
     }
 }
+
+/// A kubeconfig in `dir` that runs `finale operator <operator>` (`database`, `tenant`,
+/// `cloud-gc` or `all`) with least privilege, as a user would set it up on a real cluster:
+/// `finale operator <operator> --print-rbac` applied by the admin of `admin_kubeconfig` with
+/// `kubectl apply`, and a token of the printed ServiceAccount from `kubectl create token`.
+pub fn least_privilege_kubeconfig(
+    binary: &Path,
+    operator: &str,
+    admin_kubeconfig: &Path,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let printed = Command::new(binary)
+        .args(["operator", operator, "--print-rbac"])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("run {} operator {operator} --print-rbac", binary.display()))?;
+    if !printed.status.success() {
+        bail!(
+            "finale operator {operator} --print-rbac failed: {}",
+            String::from_utf8_lossy(&printed.stderr)
+        );
+    }
+    let manifests = String::from_utf8(printed.stdout).context("--print-rbac printed non-UTF-8")?;
+    let admin = crate::Kubectl::new(admin_kubeconfig)?;
+    admin.ok_with_stdin(&["apply", "-f", "-"], Some(&manifests))?;
+    let service_account = match operator {
+        "all" => "finale-operators".to_string(),
+        one => format!("finale-{one}-operator"),
+    };
+    let token = admin.ok(&[
+        "create",
+        "token",
+        &service_account,
+        "-n",
+        "finale-system",
+        "--duration",
+        "2h",
+    ])?;
+    let kubeconfig = dir.join(format!("{service_account}.kubeconfig"));
+    std::fs::copy(admin_kubeconfig, &kubeconfig)
+        .with_context(|| format!("copy {}", admin_kubeconfig.display()))?;
+    // A user of its own: the admin's entry may carry a client certificate, which would win.
+    let own = crate::Kubectl::new(&kubeconfig)?;
+    own.ok(&[
+        "config",
+        "set-credentials",
+        &service_account,
+        &format!("--token={}", token.trim()),
+    ])?;
+    own.ok(&[
+        "config",
+        "set-context",
+        "--current",
+        "--user",
+        &service_account,
+    ])?;
+    Ok(kubeconfig)
+}

@@ -22,7 +22,9 @@
 //! - runs only while it holds a Lease ([`leader`]), and shuts down gracefully;
 //! - declares who removes its finalizers: one `FinalizerClaim` per finalizer, tied to its
 //!   leader Lease, so `finale explain` can name the controller and tell whether it is alive
-//!   ([`claims`]).
+//!   ([`claims`]);
+//! - states the least privilege it runs with: the rules of its ClusterRole, the Role for its
+//!   Lease, and the ServiceAccount they bind to ([`rbac`]).
 //!
 //! # Guarantees
 //! - A finalizer is removed only after its cleanup step returned `Done` in this process, and
@@ -82,4 +84,5 @@ pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod policy;
+pub mod rbac;
 pub mod runtime;

@@ -313,9 +313,17 @@ async fn review(
     let object = decode_object(&parts.headers, &body)?;
     // Checked as for any create (dryRun, fieldValidation); a review stores nothing anyway.
     let options = query.write_options(&parts.headers, "CreateOptions")?;
+    let identity = parts
+        .extensions
+        .get::<crate::authn::Identity>()
+        .ok_or_else(crate::insight::visibility::no_identity)?;
+    let viewer = crate::insight::visibility::Viewer {
+        authorizer: Arc::clone(&state.authorizer),
+        identity: identity.clone(),
+    };
     let answer = state
         .insight
-        .review(resource, object, options.field_validation)
+        .review(resource, object, options.field_validation, Some(&viewer))
         .await?;
     Ok(with_warnings(
         json_response(StatusCode::CREATED, &answer.object),

@@ -136,6 +136,9 @@ pub struct DeletionReviewStatus {
     /// each with its root cause (at most `spec.maxNodes`; the summary counts the rest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stuck: Vec<StuckObject>,
+    /// How many objects were left out because the caller may not `get` them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u32>,
 }
 
 /// Plan mode's counts, hangs and external resources. Counts are exact even when the tree
@@ -264,6 +267,8 @@ pub enum CauseType {
     Orphans,
     /// Plan: the object stays because another owner keeps it (`evidence.keptBy`).
     Keeps,
+    /// Objects left out because the caller may not `get` them ("N hidden").
+    Hidden,
     #[serde(other)]
     Other,
 }

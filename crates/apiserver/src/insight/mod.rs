@@ -45,6 +45,7 @@ pub mod runtime_config;
 pub mod snapshot;
 pub mod terminating;
 pub mod tree;
+pub mod visibility;
 
 use std::sync::Arc;
 
@@ -239,17 +240,19 @@ impl Insight {
         figures::claim_status(&self.registry, &self.index, object).await
     }
 
-    /// POST of a `DeletionReview`: validates it, answers it, stores nothing.
+    /// POST of a `DeletionReview`: validates it, answers it, stores nothing. With a
+    /// `viewer`, the answer shows only what they may `get` ([`visibility`]).
     pub async fn review(
         &self,
         resource: &ResourceType,
         mut object: Value,
         field_validation: FieldValidation,
+        viewer: Option<&visibility::Viewer>,
     ) -> ApiResult<Answer> {
         let (schema, warnings) = admit_body(resource, &mut object, field_validation)?;
         schema.apply_defaults(&mut object);
         if tree::is_tree(resource) {
-            return self.tree(resource, schema, object, warnings).await;
+            return self.tree(resource, schema, object, warnings, viewer).await;
         }
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
@@ -293,7 +296,10 @@ impl Insight {
                 "applies to mode Plan only (what a DELETE with this policy would do)",
             )]));
         }
-        let status = match (&spec.scope, target_type) {
+        if let (Some(viewer), Some(target_type)) = (viewer, &target_type) {
+            viewer.check_target(target_type, &spec.target.namespace, &spec.target.name)?;
+        }
+        let mut status = match (&spec.scope, target_type) {
             (Some(scope), _) => {
                 let max = spec.max_nodes.unwrap_or(api::DEFAULT_MAX_NODES) as usize;
                 self.stuck(scope, max).await?
@@ -308,6 +314,9 @@ impl Insight {
                 ));
             }
         };
+        if let Some(viewer) = viewer {
+            viewer.hide(self.registry.catalog(), &mut status);
+        }
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
         if let Some(map) = object.as_object_mut() {
@@ -327,6 +336,7 @@ impl Insight {
         schema: &StructuralSchema,
         mut object: Value,
         warnings: Vec<String>,
+        viewer: Option<&visibility::Viewer>,
     ) -> ApiResult<Answer> {
         let name = object::name(&object).to_string();
         let mut errors = schema.validate(&object);
@@ -343,10 +353,16 @@ impl Insight {
         };
         let spec: tree::OwnershipReviewSpec = serde_json::from_value(spec)
             .map_err(|e| ApiError::bad_request(format!("spec does not decode: {e}")))?;
+        if let Some(viewer) = viewer {
+            viewer.check_target(&target_type, &spec.target.namespace, &spec.target.name)?;
+        }
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
         let gc = self.gc_view(&snapshot).await?;
-        let status =
+        let mut status =
             tree::tree_at(self.registry.catalog(), &snapshot, &gc, &target_type, &spec).await?;
+        if let (Some(viewer), Some(root)) = (viewer, status.root.as_mut()) {
+            viewer.hide_tree(self.registry.catalog(), root);
+        }
         let status = serde_json::to_value(status)
             .map_err(|e| ApiError::internal(format!("cannot encode the review's status: {e}")))?;
         if let Some(map) = object.as_object_mut() {
@@ -543,6 +559,7 @@ impl Insight {
             causes: Vec::new(),
             stuck,
             plan: None,
+            hidden: None,
         })
     }
 

@@ -42,8 +42,9 @@
 //!   failure of the last write is answered 201 with a `Warning`, since the removal happened.
 //! - If deleting the pending record after a refused target write fails, that record stays
 //!   `Pending` although nothing was removed; the error says so.
-//! - `removedBy` is the authenticated user; today every user is an administrator. The
-//!   client's User-Agent is kept beside it.
+//! - `removedBy` is the authenticated user, the client's User-Agent beside it. Creating a
+//!   record needs `create` on `finalizerremovals.deletion.finale.dev`, which no bootstrap
+//!   role but `cluster-admin` grants: editing an object does not let one skip its cleanup.
 //! - Records are kept forever; there is no retention yet.
 
 use std::sync::Arc;

@@ -181,6 +181,9 @@ pub struct OwnershipNode {
     /// Children left out to keep the answer within `maxNodes` (or too deep to follow).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted: u32,
+    /// Children left out, with what is below them, because the caller may not `get` them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden: u32,
 }
 
 impl k8s_openapi::Resource for OwnershipReview {

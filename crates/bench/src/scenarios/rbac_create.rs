@@ -1,12 +1,17 @@
-//! `rbac-create`: the cost of authorization (issue #14's figure). ConfigMap creates/s over
-//! HTTPS with 64 clients as an ordinary user under RBAC, against the same creates as the
-//! admin (`system:masters`, which RBAC never evaluates) on the same server, in the same run.
+//! `rbac-create`: the cost of authorization and audit (issue #14's figures). ConfigMap
+//! creates/s over HTTPS with 64 clients as a ServiceAccount under RBAC, against the same
+//! creates as the admin (`system:masters`, which RBAC never evaluates), in the same run:
 //!
-//! The user is a `--token-auth-file` identity (service-account tokens are not built yet).
-//! Before measuring, the admin writes 200 roles and bindings that do not apply to the user
-//! (100 ClusterRoles with a ClusterRoleBinding each, 100 RoleBindings in `default` to other
-//! users); the user's own grant, `edit` in `default`, is the RoleBinding visited last, so each
-//! of its requests walks every binding.
+//! - on the same server, without an audit log (goal ≥ 0.95×);
+//! - on a second server that writes an audit log at the default `Metadata` level, against the
+//!   admin on the first (goal ≥ 0.9×): the cost of RBAC and audit together.
+//!
+//! The ServiceAccount `bench/creator` authenticates with a bound token from the TokenRequest
+//! API, so every request verifies an ES256 signature (cached) and looks up the account.
+//! Before measuring, the admin writes 200 roles and bindings on each server that do not
+//! apply to it (100 ClusterRoles with a ClusterRoleBinding each, 100 RoleBindings in
+//! `default` to other users); its own grant, `edit` in `default`, is the RoleBinding visited
+//! last, so each of its requests walks every binding.
 
 use std::sync::Arc;
 
@@ -21,7 +26,6 @@ use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load};
 const SCENARIO: &str = "rbac-create";
 const CLIENTS: usize = 64;
 const NOISE: usize = 100;
-const USER_TOKEN: &str = "bench-user-token-0123456789abcdef";
 
 async fn create(
     client: &reqwest::Client,
@@ -39,15 +43,22 @@ async fn create(
     Ok(())
 }
 
-pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
-    let binary = locate_binary(settings.finale_bin.as_deref())?;
-    let dir = tempfile::tempdir().context("create a temporary data directory")?;
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, format!("{USER_TOKEN},bench-user,1000,\"bench\"\n"))
-        .context("write the token file")?;
-    let data_dir = dir.path().join("finale");
-    let mut server = tokio::task::spawn_blocking(move || {
-        let args = ["--token-auth-file", tokens.to_str().unwrap_or_default()];
+/// A server prepared for the benchmark: the noise roles, the ServiceAccount and its grant.
+struct Prepared {
+    server: finale_e2e::FinaleServer,
+    user_clients: Vec<reqwest::Client>,
+    admin_clients: Vec<reqwest::Client>,
+    url: Arc<str>,
+}
+
+async fn prepare(
+    binary: std::path::PathBuf,
+    dir: &std::path::Path,
+    extra_args: Vec<String>,
+) -> anyhow::Result<Prepared> {
+    let data_dir = dir.join("finale");
+    let server = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = extra_args.iter().map(String::as_str).collect();
         finale_e2e::FinaleServer::start_with(&binary, &data_dir, "127.0.0.1:0", &args)
     })
     .await
@@ -76,16 +87,53 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         }))
         .await?;
     }
+    let core = format!("{}/api/v1", server.url);
+    create(
+        &admin,
+        &format!("{core}/namespaces"),
+        json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"},
+        }),
+    )
+    .await?;
+    create(
+        &admin,
+        &format!("{core}/namespaces/bench/serviceaccounts"),
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "creator"},
+        }),
+    )
+    .await?;
     create(&admin, &format!("{rbac}/namespaces/default/rolebindings"), json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "zz-bench-user-edit"},
+        "metadata": {"name": "zz-bench-creator-edit"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench-user"}],
+        "subjects": [{"kind": "ServiceAccount", "name": "creator", "namespace": "bench"}],
     }))
     .await?;
+    let issued: serde_json::Value = admin
+        .post(format!(
+            "{core}/namespaces/bench/serviceaccounts/creator/token"
+        ))
+        .json(&json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 7200},
+        }))
+        .send()
+        .await
+        .context("request the ServiceAccount's token")?
+        .error_for_status()
+        .context("request the ServiceAccount's token")?
+        .json()
+        .await
+        .context("decode the TokenRequest")?;
+    let token = issued["status"]["token"]
+        .as_str()
+        .context("the TokenRequest returned no token")?
+        .to_string();
     let ca = server.ca_pem()?;
     let user_clients = (0..CLIENTS)
-        .map(|_| https_client(&ca, USER_TOKEN))
+        .map(|_| https_client(&ca, &token))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let admin_clients = (0..CLIENTS)
         .map(|_| client_for(&server))
@@ -98,37 +146,99 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
             .get(&*url)
             .send()
             .await
-            .context("probe the user's grant")?;
+            .context("probe the ServiceAccount's grant")?;
         if probe.status().is_success() {
             break;
         }
         if std::time::Instant::now() > deadline {
             bail!(
-                "the user's RoleBinding never took effect: {}",
+                "the ServiceAccount's RoleBinding never took effect: {}",
                 probe.status()
             );
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    Ok(Prepared {
+        server,
+        user_clients,
+        admin_clients,
+        url,
+    })
+}
+
+/// Who creates, on which server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Creator {
+    Admin,
+    ServiceAccount,
+    AuditedServiceAccount,
+}
+
+impl Creator {
+    fn label(self) -> &'static str {
+        match self {
+            Creator::Admin => "admin",
+            Creator::ServiceAccount => "service-account",
+            Creator::AuditedServiceAccount => "service-account+audit",
+        }
+    }
+
+    /// The three, in the order to measure them in run `run` (rotated, so none always goes
+    /// first on a warmer or quieter machine).
+    fn order(run: usize) -> [Creator; 3] {
+        let mut all = [
+            Creator::ServiceAccount,
+            Creator::Admin,
+            Creator::AuditedServiceAccount,
+        ];
+        all.rotate_left(run % 3);
+        all
+    }
+}
+
+pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
+    let binary = locate_binary(settings.finale_bin.as_deref())?;
+    let dir = tempfile::tempdir().context("create a temporary data directory")?;
+    let plain = prepare(binary.clone(), &dir.path().join("plain"), Vec::new()).await?;
+    let audit_log = dir.path().join("audit.log");
+    let audited = prepare(
+        binary,
+        &dir.path().join("audited"),
+        vec!["--audit-log-path".into(), audit_log.display().to_string()],
+    )
+    .await?;
     let data: Arc<str> = payload().into();
-    let mut figures = LoadFigures::new(
+    let mut rbac_figures = LoadFigures::new(
         SCENARIO,
-        &format!("HTTPS creates/s as a user under RBAC (200 roles+bindings), {CLIENTS} clients"),
-        &format!("HTTPS create latency under RBAC, {CLIENTS} clients,"),
+        &format!(
+            "HTTPS creates/s as a ServiceAccount under RBAC (200 roles+bindings), {CLIENTS} clients"
+        ),
+        &format!("HTTPS create latency as a ServiceAccount under RBAC, {CLIENTS} clients,"),
         &format!("the same creates as the admin (system:masters), {CLIENTS} clients"),
         Some(Goal::RatioAtLeast(0.95)),
     );
+    let mut audit_figures = LoadFigures::new(
+        SCENARIO,
+        &format!(
+            "HTTPS creates/s as a ServiceAccount under RBAC with audit at Metadata, {CLIENTS} clients"
+        ),
+        &format!("HTTPS create latency under RBAC with audit at Metadata, {CLIENTS} clients,"),
+        &format!("the same creates as the admin without audit, {CLIENTS} clients"),
+        Some(Goal::RatioAtLeast(0.9)),
+    );
     for run in 0..settings.runs {
         let spec = settings.load_spec(CLIENTS);
-        for side in Side::order(run) {
-            let (clients, who) = match side {
-                Side::Finale => (&user_clients, "user"),
-                Side::Etcd => (&admin_clients, "admin"),
+        for creator in Creator::order(run) {
+            let (clients, url) = match creator {
+                Creator::Admin => (&plain.admin_clients, &plain.url),
+                Creator::ServiceAccount => (&plain.user_clients, &plain.url),
+                Creator::AuditedServiceAccount => (&audited.user_clients, &audited.url),
             };
+            let who = creator.label();
             let result = crate::load::run(&spec, |worker| ConfigMapCreator {
                 client: clients[worker].clone(),
-                url: Arc::clone(&url),
-                prefix: format!("rbac-r{run}-{who}-w{worker}-"),
+                url: Arc::clone(url),
+                prefix: format!("rbac-r{run}-{}-w{worker}-", who.replace('+', "-")),
                 data: Arc::clone(&data),
             })
             .await?;
@@ -140,25 +250,39 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 who,
                 &result,
             );
-            figures.push(
-                side,
-                &result,
-                report,
-                &format!("{SCENARIO} run {}", run + 1),
-            );
+            let label = format!("{SCENARIO} run {}", run + 1);
+            match creator {
+                Creator::Admin => {
+                    rbac_figures.push(Side::Etcd, &result, report, &label);
+                    audit_figures.push(Side::Etcd, &result, report, &label);
+                }
+                Creator::ServiceAccount => rbac_figures.push(Side::Finale, &result, report, &label),
+                Creator::AuditedServiceAccount => {
+                    audit_figures.push(Side::Finale, &result, report, &label)
+                }
+            }
             report.raw.push(json!({
                 "scenario": SCENARIO, "run": run, "clients": CLIENTS, "target": who,
                 "result": result.summary(),
             }));
         }
     }
-    report.figures.extend(figures.into_figures());
-    if !server.is_running() {
+    report.figures.extend(rbac_figures.into_figures());
+    report.figures.extend(audit_figures.into_figures());
+    let audited_bytes = std::fs::metadata(&audit_log).map(|m| m.len()).unwrap_or(0);
+    if audited_bytes == 0 {
         bail!(
-            "finale server exited during the benchmark; its log ends:\n{}",
-            server.log_tail(30)
+            "the audited server wrote no audit log at {}",
+            audit_log.display()
         );
     }
-    drop(server);
+    for (mut prepared, which) in [(plain, "plain"), (audited, "audited")] {
+        if !prepared.server.is_running() {
+            bail!(
+                "the {which} finale server exited during the benchmark; its log ends:\n{}",
+                prepared.server.log_tail(30)
+            );
+        }
+    }
     Ok(())
 }

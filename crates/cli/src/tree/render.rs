@@ -26,7 +26,11 @@ enum Entry<'a> {
 }
 
 fn is_leaf(node: &OwnershipNode) -> bool {
-    node.children.is_empty() && node.omitted == 0 && !node.missing && !node.cycle
+    node.children.is_empty()
+        && node.omitted == 0
+        && node.hidden == 0
+        && !node.missing
+        && !node.cycle
 }
 
 /// Siblings in order, identical leaves folded into groups at the first one's place.
@@ -135,7 +139,8 @@ fn rows(node: &OwnershipNode, first: &str, rest: &str, now: DateTime<Utc>, out: 
     });
     let mut lines = entries(&node.children);
     let more = node.omitted;
-    let count = lines.len() + usize::from(more > 0);
+    let hidden = node.hidden;
+    let count = lines.len() + usize::from(more > 0) + usize::from(hidden > 0);
     for (index, entry) in lines.drain(..).enumerate() {
         let last = index + 1 == count;
         let (branch, below) = if last {
@@ -166,6 +171,15 @@ fn rows(node: &OwnershipNode, first: &str, rest: &str, now: DateTime<Utc>, out: 
                 });
             }
         }
+    }
+    if hidden > 0 {
+        let branch = if more > 0 { "├─" } else { "└─" };
+        out.push(Row {
+            namespace: String::new(),
+            name: format!("{rest}{branch} {hidden} hidden"),
+            deletion: "not shown (objects you may not get)".into(),
+            colour: None,
+        });
     }
     if more > 0 {
         out.push(Row {
@@ -274,6 +288,16 @@ fn dot_node(
             Entry::Group(members) => dot_node(members[0], &members, up, next_id, out),
         };
         edge(out, &child);
+    }
+    if node.hidden > 0 {
+        let hidden = format!("n{next_id}");
+        *next_id += 1;
+        let _ = writeln!(
+            out,
+            "  {hidden} [label={}, shape=plaintext];",
+            quoted(&format!("{} hidden", node.hidden))
+        );
+        edge(out, &hidden);
     }
     if node.omitted > 0 {
         let more = format!("n{next_id}");

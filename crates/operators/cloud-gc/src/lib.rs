@@ -25,3 +25,37 @@ pub fn custom_resource_definition()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     CloudCluster::crd()
 }
+
+/// What this operator's ClusterRole grants, beyond what every toolkit operator needs
+/// (`finale_operator::rbac`).
+pub const RBAC_RULES: &[finale_operator::rbac::Rule] = &[
+    // The CloudCluster, its finalizers, annotations and status.
+    finale_operator::rbac::Rule {
+        groups: &["cloud.finale.dev"],
+        resources: &["cloudclusters"],
+        verbs: &["get", "list", "watch", "patch", "update"],
+        names: &[],
+    },
+    finale_operator::rbac::Rule {
+        groups: &["cloud.finale.dev"],
+        resources: &["cloudclusters/status"],
+        verbs: &["get", "patch", "update"],
+        names: &[],
+    },
+    // The cloud credentials a CloudCluster names, held by a finalizer while in use.
+    finale_operator::rbac::Rule {
+        groups: &[""],
+        resources: &["secrets"],
+        verbs: &["get", "list", "watch", "patch"],
+        names: &[],
+    },
+];
+
+/// This operator's least privilege: `finale operator cloud-gc --print-rbac` prints it.
+pub fn permissions() -> finale_operator::rbac::Permissions {
+    finale_operator::rbac::Permissions {
+        name: "cloud-gc",
+        crds: vec![CloudCluster::crd_name().to_string()],
+        rules: RBAC_RULES,
+    }
+}

@@ -1,7 +1,9 @@
 //! `finale operator <name>`: run a bundled operator against any Kubernetes API (Finale's or a
 //! real cluster's), found through a kubeconfig like kubectl finds it
 //! ([`finale_operator::client`]), and the same operators inside `finale server
-//! --with-operators` ([`InProcess`]).
+//! --with-operators` ([`InProcess`]), each as its own ServiceAccount ([`identities`]).
+
+mod identities;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +16,9 @@ use finale_operator::client::{Clients, Environment, load_config};
 use finale_operator::install::install_crd;
 use finale_operator::leader::{LeaseConfig, RELEASE_TIMEOUT};
 use finale_operator::metrics::{self, Metrics};
+use finale_operator::rbac::{self, Permissions};
 use finale_operator::runtime::{self, Settings};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -69,6 +73,13 @@ pub struct CommonArgs {
     /// cancelled (the Lease is then released, within 2 s more).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     graceful_shutdown_timeout: Duration,
+    /// Print the ServiceAccount, ClusterRole, Role and bindings the operator needs (least
+    /// privilege) as YAML for `kubectl apply -f -`, and exit.
+    #[arg(long)]
+    print_rbac: bool,
+    /// The namespace of the ServiceAccount that --print-rbac prints.
+    #[arg(long, default_value = "finale-system")]
+    service_account_namespace: String,
 }
 
 #[derive(clap::Args)]
@@ -220,6 +231,60 @@ pub enum Bundled {
     CloudGc,
 }
 
+impl Bundled {
+    pub const ALL: [Bundled; 3] = [Bundled::Database, Bundled::Tenant, Bundled::CloudGc];
+
+    /// The short name: in its Lease, its ServiceAccount and its metrics' labels.
+    fn name(self) -> &'static str {
+        self.permissions().name
+    }
+
+    /// Its least privilege.
+    fn permissions(self) -> Permissions {
+        match self {
+            Bundled::Database => finale_operator_database::permissions(),
+            Bundled::Tenant => finale_operator_tenant::permissions(),
+            Bundled::CloudGc => finale_operator_cloud_gc::permissions(),
+        }
+    }
+
+    /// The CRDs it installs at start: its own, and those of the kinds it creates.
+    fn crds(self) -> Vec<CustomResourceDefinition> {
+        match self {
+            Bundled::Database => vec![finale_operator_database::custom_resource_definition()],
+            // The tenant operator creates Databases and CloudClusters.
+            Bundled::Tenant => vec![
+                finale_operator_tenant::custom_resource_definition(),
+                finale_operator_database::custom_resource_definition(),
+                finale_operator_cloud_gc::custom_resource_definition(),
+            ],
+            Bundled::CloudGc => vec![finale_operator_cloud_gc::custom_resource_definition()],
+        }
+    }
+}
+
+/// Prints the RBAC objects `which` need as one YAML stream: one ServiceAccount
+/// (`finale-<name>-operator`, or `finale-operators` for several) bound to each one's
+/// ClusterRole and Lease Role.
+fn print_rbac(which: &[Bundled], common: &CommonArgs) -> anyhow::Result<()> {
+    let service_account = match which {
+        [one] => rbac::object_name(one.name()),
+        _ => "finale-operators".to_string(),
+    };
+    let placement = rbac::Placement {
+        namespace: common.service_account_namespace.clone(),
+        lease_namespace: common.lease_namespace.clone(),
+    };
+    let permissions: Vec<Permissions> = which.iter().map(|b| b.permissions()).collect();
+    let mut out = String::new();
+    for object in rbac::manifests(&service_account, &permissions, &placement)? {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&object).context("encode YAML")?);
+    }
+    print!("{out}");
+    Ok(())
+}
+
 pub async fn run(operator: Operator) -> anyhow::Result<()> {
     // kube's rustls needs a process-wide provider when more than one is linked in.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -249,19 +314,15 @@ pub async fn run(operator: Operator) -> anyhow::Result<()> {
             args.gc,
         ),
     };
+    if common.print_rbac {
+        return print_rbac(&which, &common);
+    }
     let clients = clients(&common).await?;
     let metrics_listener = bind_metrics(common.metrics_addr, "--metrics-addr").await?;
     let shutdown = shutdown_on_signals()?;
-    run_operators(
-        clients,
-        &which,
-        &common,
-        ddl,
-        &gc,
-        metrics_listener,
-        shutdown,
-    )
-    .await
+    // Run outside a cluster, one kubeconfig serves every operator of the process.
+    let operators = which.iter().map(|&b| (b, clients.clone())).collect();
+    run_operators(operators, &common, ddl, &gc, metrics_listener, shutdown).await
 }
 
 /// Binds the metrics address now, so that a taken port fails the start with a message that
@@ -274,78 +335,62 @@ pub async fn bind_metrics(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpLis
     })
 }
 
-/// Runs `which` operators until `shutdown`: their CRDs installed first, one metrics endpoint
-/// for all (on `metrics_listener`), each with its own leader Lease.
+/// Runs `operators`, each with its own clients (its identity), until `shutdown`: their CRDs
+/// installed first, one metrics endpoint for all (on `metrics_listener`), each with its own
+/// leader Lease.
 async fn run_operators(
-    clients: Clients,
-    which: &[Bundled],
+    operators: Vec<(Bundled, Clients)>,
     common: &CommonArgs,
     ddl: DdlArgs,
     gc: &GcArgs,
     metrics_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let client = clients.requests.clone();
     let limit = RateLimit::new(ddl.ddl_rate, ddl.ddl_burst)
         .context("--ddl-rate and --ddl-burst must be at least 1")?;
     let pg_timeouts = ddl.timeouts()?;
     let gc_settings = gc.settings()?;
     if !common.skip_crd_install {
-        // The tenant operator creates Databases, so their CRD goes in with it too.
-        install_crd(
-            client.clone(),
-            &finale_operator_database::custom_resource_definition(),
-            "finale-operators",
-        )
-        .await?;
-        if which.contains(&Bundled::Tenant) {
-            install_crd(
-                client.clone(),
-                &finale_operator_tenant::custom_resource_definition(),
-                "finale-operators",
-            )
-            .await?;
-        }
-        // The tenant operator creates CloudClusters too.
-        if which.contains(&Bundled::CloudGc) || which.contains(&Bundled::Tenant) {
-            install_crd(
-                client.clone(),
-                &finale_operator_cloud_gc::custom_resource_definition(),
-                "finale-operators",
-            )
-            .await?;
+        // Each with the operator's own identity, which may install only its CRDs.
+        for (operator, clients) in &operators {
+            for crd in operator.crds() {
+                install_crd(clients.requests.clone(), &crd, "finale-operators").await?;
+            }
         }
     }
     let metrics = Arc::new(Metrics::new());
     let bound = metrics::serve(metrics_listener, Arc::clone(&metrics), shutdown.clone())?;
-    tracing::info!(metrics = %format!("http://{bound}/metrics"), operators = ?which, "operators starting");
+    let names: Vec<&str> = operators.iter().map(|(b, _)| b.name()).collect();
+    tracing::info!(metrics = %format!("http://{bound}/metrics"), operators = ?names, "operators starting");
     let rate_limits = Arc::new(RateLimits::new(limit));
     let mut running = tokio::task::JoinSet::new();
     let shared = Shared {
-        clients,
         metrics,
         rate_limits,
         shutdown: shutdown.clone(),
     };
-    for operator in which {
+    for (operator, clients) in operators {
         match operator {
             Bundled::Database => shared.spawn(
                 &mut running,
+                clients,
                 finale_operator_database::DatabaseReconciler::new(pg_timeouts),
-                settings(common, "database"),
+                settings(common, operator.name()),
             ),
             Bundled::Tenant => shared.spawn(
                 &mut running,
+                clients,
                 finale_operator_tenant::TenantReconciler,
-                settings(common, "tenant"),
+                settings(common, operator.name()),
             ),
             Bundled::CloudGc => shared.spawn(
                 &mut running,
+                clients,
                 finale_operator_cloud_gc::CloudGcReconciler::new(
                     Arc::new(finale_cloud_aws::AwsConnector),
                     gc_settings.clone(),
                 ),
-                settings(common, "cloud-gc"),
+                settings(common, operator.name()),
             ),
         }
     }
@@ -368,7 +413,6 @@ async fn run_operators(
 
 /// What every operator of one process shares.
 struct Shared {
-    clients: Clients,
     metrics: Arc<Metrics>,
     rate_limits: Arc<RateLimits>,
     shutdown: CancellationToken,
@@ -378,6 +422,7 @@ impl Shared {
     fn spawn<R>(
         &self,
         running: &mut tokio::task::JoinSet<anyhow::Result<()>>,
+        clients: Clients,
         reconciler: R,
         settings: Settings,
     ) where
@@ -385,7 +430,7 @@ impl Shared {
         <R::Resource as kube::Resource>::Scope: finale_operator::finalizers::ScopedApi,
     {
         running.spawn(runtime::run(
-            self.clients.clone(),
+            clients,
             reconciler,
             settings,
             Arc::clone(&self.metrics),
@@ -469,8 +514,11 @@ pub struct InProcess {
 
 impl InProcess {
     /// Starts every bundled operator against the server's own HTTPS endpoint, as an external
-    /// operator would talk to it: the same code path, only in the same process. The metrics
-    /// listener is bound by the caller, before the server starts, so a taken port fails fast.
+    /// operator would talk to it: the same code path, only in the same process. Each runs as
+    /// its own ServiceAccount with the least privilege `--print-rbac` prints: the server's
+    /// admin (from `kubeconfig`) applies those objects and issues the tokens
+    /// ([`identities`]). The metrics listener is bound by the caller, before the server
+    /// starts, so a taken port fails fast.
     pub async fn start(
         kubeconfig: &std::path::Path,
         metrics_listener: TcpListener,
@@ -491,14 +539,32 @@ impl InProcess {
             max_backoff: Duration::from_secs(60),
             skip_crd_install: false,
             graceful_shutdown_timeout: IN_PROCESS_GRACE,
+            print_rbac: false,
+            service_account_namespace: "finale-system".into(),
         };
-        let clients = clients(&common).await?;
+        let (admin, _) = load_config(Some(kubeconfig), None, &Environment::of_process()).await?;
+        let token_dir = kubeconfig
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("operators");
         let shutdown = CancellationToken::new();
+        let placement = rbac::Placement {
+            namespace: common.service_account_namespace.clone(),
+            lease_namespace: common.lease_namespace.clone(),
+        };
+        let operators = identities::provision(
+            admin,
+            &Bundled::ALL,
+            &placement,
+            &token_dir,
+            shutdown.clone(),
+        )
+        .await
+        .context("cannot give the bundled operators their identities")?;
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
             run_operators(
-                clients,
-                &[Bundled::Database, Bundled::Tenant, Bundled::CloudGc],
+                operators,
                 &common,
                 DdlArgs::default(),
                 &GcArgs::default(),
