@@ -123,6 +123,20 @@ impl ChangeReceiver {
             event = self.events.recv() => event,
         }
     }
+
+    /// The next change already delivered, without waiting: `Empty` when there is none,
+    /// `Lagged` when this receiver fell behind or the cache skipped events.
+    pub fn try_recv(&mut self) -> Result<Arc<CachedEvent>, broadcast::error::TryRecvError> {
+        match self.resyncs.has_changed() {
+            Ok(true) => {
+                self.resyncs.borrow_and_update();
+                return Err(broadcast::error::TryRecvError::Lagged(0));
+            }
+            Ok(false) => {}
+            Err(_) => return Err(broadcast::error::TryRecvError::Closed),
+        }
+        self.events.try_recv()
+    }
 }
 
 struct History {

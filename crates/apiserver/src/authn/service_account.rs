@@ -369,6 +369,102 @@ pub struct ServiceAccountTokens {
     registry: Arc<Registry>,
     /// SHA-256 of a token whose signature verified → its claims.
     verified: Mutex<HashMap<[u8; 32], Arc<Claims>>>,
+    /// What the bound-object checks last read of each object, kept current by the registry's
+    /// change feed ([`BoundObjects`]).
+    bound_objects: Mutex<BoundObjects>,
+}
+
+/// The facts a bound-object check needs of one object.
+#[derive(Clone, Debug)]
+struct ObjectFacts {
+    uid: String,
+    deletion_timestamp: Option<String>,
+}
+
+/// What bound-object checks read, by store key, so that a token's every request need not
+/// read its ServiceAccount from the store (upstream reads it from an informer's memory).
+///
+/// Every change the registry commits is seen, in order, through `changes` before a lookup;
+/// a change to a ServiceAccount, Pod or Secret evicts its key and is remembered with its
+/// revision in `changed_at`, so that a store read that raced with it (the change seen by
+/// another request between that read and its insert) is not cached: an entry goes in only if
+/// no change to its key newer than the object read was seen. When the feed lags, or
+/// `changed_at` grows past its bound, everything is forgotten and `epoch` moves on, so that
+/// no read begun before is cached.
+struct BoundObjects {
+    changes: Option<crate::watch_cache::ChangeReceiver>,
+    /// The key prefixes of the kinds a token may be bound to.
+    prefixes: Vec<String>,
+    known: HashMap<String, ObjectFacts>,
+    changed_at: HashMap<String, finale_store::Revision>,
+    epoch: u64,
+}
+
+/// The most keys [`BoundObjects`] keeps in each map; past it, it starts afresh.
+const BOUND_OBJECT_ENTRIES: usize = 16_384;
+
+impl BoundObjects {
+    /// Applies every change delivered so far.
+    fn catch_up(&mut self) {
+        use tokio::sync::broadcast::error::TryRecvError;
+        loop {
+            let Some(changes) = self.changes.as_mut() else {
+                return;
+            };
+            match changes.try_recv() {
+                Ok(event) => {
+                    if !self
+                        .prefixes
+                        .iter()
+                        .any(|p| event.key.starts_with(p.as_str()))
+                    {
+                        continue;
+                    }
+                    self.known.remove(&event.key);
+                    self.changed_at.insert(event.key.clone(), event.revision);
+                    if self.changed_at.len() > BOUND_OBJECT_ENTRIES {
+                        self.forget();
+                    }
+                }
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Lagged(_)) => self.forget(),
+                Err(TryRecvError::Closed) => {
+                    self.changes = None;
+                    self.forget();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        self.known.clear();
+        self.changed_at.clear();
+        self.epoch += 1;
+    }
+
+    /// Caches `facts` of `key`, read at `read_revision` by a lookup begun in `epoch`, unless
+    /// a newer change to it was seen meanwhile.
+    fn remember(
+        &mut self,
+        key: String,
+        facts: ObjectFacts,
+        read_revision: finale_store::Revision,
+        epoch: u64,
+    ) {
+        self.catch_up();
+        let newer_change = self
+            .changed_at
+            .get(&key)
+            .is_some_and(|changed| *changed > read_revision);
+        if epoch != self.epoch || newer_change || self.changes.is_none() {
+            return;
+        }
+        if self.known.len() >= BOUND_OBJECT_ENTRIES {
+            self.known.clear();
+        }
+        self.known.insert(key, facts);
+    }
 }
 
 impl std::fmt::Debug for ServiceAccountTokens {
@@ -402,6 +498,17 @@ impl ServiceAccountTokens {
             issuer: options.issuer.clone(),
             api_audiences,
             max_expiration_seconds: options.max_expiration_seconds,
+            bound_objects: Mutex::new(BoundObjects {
+                changes: Some(registry.subscribe_changes()),
+                prefixes: ["serviceaccounts", "pods", "secrets"]
+                    .iter()
+                    .filter_map(|plural| registry.catalog().lookup("", "v1", plural))
+                    .map(|resource| resource.key_prefix())
+                    .collect(),
+                known: HashMap::new(),
+                changed_at: HashMap::new(),
+                epoch: 0,
+            }),
             registry,
             verified: Mutex::new(HashMap::new()),
         }
@@ -485,7 +592,7 @@ impl ServiceAccountTokens {
         claim: &ObjectClaim,
     ) -> Result<(), AuthError> {
         let invalid = |reason: String| AuthError::InvalidServiceAccountToken { reason };
-        let object = match self.get(plural, namespace, &claim.name).await {
+        let object = match self.facts(plural, namespace, &claim.name).await {
             Ok(object) => object,
             Err(error) if error.code == 404 => {
                 return Err(invalid(format!(
@@ -501,8 +608,8 @@ impl ServiceAccountTokens {
                 )));
             }
         };
-        let uid = crate::object::uid(&object);
-        if uid != claim.uid {
+        let uid = &object.uid;
+        if *uid != claim.uid {
             return Err(invalid(format!(
                 "{what} UID ({uid}) does not match claim ({}): {namespace}/{} was deleted and \
                  re-created since the token was issued",
@@ -510,8 +617,8 @@ impl ServiceAccountTokens {
             )));
         }
         if let Some(deleting) = object
-            .pointer("/metadata/deletionTimestamp")
-            .and_then(Value::as_str)
+            .deletion_timestamp
+            .as_deref()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
             && deleting.timestamp() + DELETION_GRACE_SECONDS < chrono::Utc::now().timestamp()
         {
@@ -530,6 +637,47 @@ impl ServiceAccountTokens {
             .lookup("", "v1", plural)
             .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
         self.registry.get(&resource, Some(namespace), name).await
+    }
+
+    /// The uid and deletion time of an object a token is bound to: from memory when no change
+    /// to it was committed since it was read ([`BoundObjects`]), else from the store.
+    async fn facts(&self, plural: &str, namespace: &str, name: &str) -> ApiResult<ObjectFacts> {
+        let resource = self
+            .registry
+            .catalog()
+            .lookup("", "v1", plural)
+            .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
+        let key = resource.object_key(Some(namespace), name);
+        let epoch = {
+            let mut cache = self.lock_bound_objects();
+            cache.catch_up();
+            if let Some(known) = cache.known.get(&key) {
+                return Ok(known.clone());
+            }
+            cache.epoch
+        };
+        let object = self.registry.get(&resource, Some(namespace), name).await?;
+        let facts = ObjectFacts {
+            uid: crate::object::uid(&object).to_string(),
+            deletion_timestamp: object
+                .pointer("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        };
+        if let Some(read_revision) = crate::object::meta_str(&object, "resourceVersion")
+            .and_then(|rv| rv.parse::<finale_store::Revision>().ok())
+        {
+            self.lock_bound_objects()
+                .remember(key, facts.clone(), read_revision, epoch);
+        }
+        Ok(facts)
+    }
+
+    fn lock_bound_objects(&self) -> std::sync::MutexGuard<'_, BoundObjects> {
+        // Holds only what the store said; a panic elsewhere cannot make it lie.
+        self.bound_objects
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// TokenRequest: a token for the ServiceAccount `name` in `namespace`, as `posted`

@@ -126,9 +126,15 @@ pub async fn audit(State(state): State<AppState>, request: Request, next: Next) 
             }
         };
         // A patch is recorded as sent; any other body as the handler decodes it (JSON, YAML
-        // or kubectl's protobuf).
+        // or kubectl's protobuf). Below `Request` only the object's identity is kept, so a
+        // JSON body is scanned for its metadata, not built into a tree.
+        let identity_only = record.config().level < Level::Request;
         let decoded = if parts.method == http::Method::PATCH {
-            serde_json::from_slice::<Value>(&bytes).ok()
+            (!identity_only)
+                .then(|| serde_json::from_slice::<Value>(&bytes).ok())
+                .flatten()
+        } else if identity_only && super::resource::is_json(&parts.headers) {
+            metadata_of(&bytes)
         } else {
             super::resource::decode_object(&parts.headers, &bytes).ok()
         };
@@ -297,4 +303,28 @@ fn source_ips(request: &Request) -> Vec<String> {
         }
     }
     ips
+}
+
+/// `{"metadata": {namespace, name, uid, resourceVersion}}` of a JSON object, read without
+/// building the rest of it: what a `Metadata`-level event keeps of a request body.
+fn metadata_of(body: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Partial {
+        #[serde(default)]
+        metadata: Option<Identity>,
+    }
+    #[derive(serde::Deserialize, serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Identity {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resource_version: Option<String>,
+    }
+    let partial: Partial = serde_json::from_slice(body).ok()?;
+    Some(serde_json::json!({ "metadata": partial.metadata? }))
 }

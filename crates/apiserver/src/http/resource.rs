@@ -468,6 +468,14 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Decodes an object body: JSON (the default) or YAML.
+/// Whether a body with these headers is decoded as JSON by [`decode_object`].
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
+    matches!(
+        content_type(headers).as_str(),
+        "" | "application/json" | "*/*"
+    )
+}
+
 pub(super) fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
