@@ -254,11 +254,13 @@ pub fn least_privilege_kubeconfig(
     }
     let manifests = String::from_utf8(printed.stdout).context("--print-rbac printed non-UTF-8")?;
     let admin = crate::Kubectl::new(admin_kubeconfig)?;
-    admin.ok_with_stdin(&["apply", "-f", "-"], Some(&manifests))?;
-    let service_account = match operator {
-        "all" => "finale-operators".to_string(),
-        one => format!("finale-{one}-operator"),
-    };
+    // The ServiceAccount is the one the operator printed, as `apply -o name` reports it.
+    let applied = admin.ok_with_stdin(&["apply", "-f", "-", "-o", "name"], Some(&manifests))?;
+    let service_account = applied
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("serviceaccount/"))
+        .with_context(|| format!("--print-rbac printed no ServiceAccount: {applied}"))?
+        .to_string();
     let token = admin.ok(&[
         "create",
         "token",

@@ -33,11 +33,16 @@ pub struct Rule {
 
 impl Rule {
     fn policy_rule(&self) -> PolicyRule {
+        self.for_names((!self.names.is_empty()).then(|| strings(self.names)))
+    }
+
+    /// The rule limited to `names`, known only at run time (its CRDs, its Lease).
+    fn for_names(&self, names: Option<Vec<String>>) -> PolicyRule {
         PolicyRule {
             api_groups: Some(strings(self.groups)),
             resources: Some(strings(self.resources)),
             verbs: strings(self.verbs),
-            resource_names: (!self.names.is_empty()).then(|| strings(self.names)),
+            resource_names: names,
             non_resource_urls: None,
         }
     }
@@ -72,20 +77,20 @@ fn toolkit_rules(operator: &Permissions) -> Vec<PolicyRule> {
     vec![
         // install::install_crd: a server-side apply of its own CRDs, then a watch (by
         // `metadata.name`, which RBAC matches against resourceNames) until Established.
-        PolicyRule {
-            api_groups: Some(vec!["apiextensions.k8s.io".into()]),
-            resources: Some(vec!["customresourcedefinitions".into()]),
-            verbs: strings(&["get", "list", "watch", "patch", "update"]),
-            resource_names: Some(crd_names),
-            non_resource_urls: None,
-        },
-        PolicyRule {
-            api_groups: Some(vec!["apiextensions.k8s.io".into()]),
-            resources: Some(vec!["customresourcedefinitions".into()]),
-            verbs: strings(&["create"]),
-            resource_names: None,
-            non_resource_urls: None,
-        },
+        Rule {
+            groups: &["apiextensions.k8s.io"],
+            resources: &["customresourcedefinitions"],
+            verbs: &["get", "list", "watch", "patch", "update"],
+            names: &[],
+        }
+        .for_names(Some(crd_names)),
+        Rule {
+            groups: &["apiextensions.k8s.io"],
+            resources: &["customresourcedefinitions"],
+            verbs: &["create"],
+            names: &[],
+        }
+        .policy_rule(),
         // events::EventRecorder: Events beside the objects, their count bumped on repeats.
         Rule {
             groups: &[""],
@@ -175,13 +180,13 @@ pub fn manifests(
             &Role {
                 metadata: meta(&lease_role, Some(&placement.lease_namespace)),
                 rules: Some(vec![
-                    PolicyRule {
-                        api_groups: Some(vec!["coordination.k8s.io".into()]),
-                        resources: Some(vec!["leases".into()]),
-                        verbs: strings(&["get", "update"]),
-                        resource_names: Some(vec![name.clone()]),
-                        non_resource_urls: None,
-                    },
+                    Rule {
+                        groups: &["coordination.k8s.io"],
+                        resources: &["leases"],
+                        verbs: &["get", "update"],
+                        names: &[],
+                    }
+                    .for_names(Some(vec![name.clone()])),
                     Rule {
                         groups: &["coordination.k8s.io"],
                         resources: &["leases"],

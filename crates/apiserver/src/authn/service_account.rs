@@ -46,6 +46,7 @@ use sha2::{Digest as _, Sha256};
 use super::{AuthError, Identity};
 use crate::pki::AUTHENTICATED_GROUP;
 use crate::registry::Registry;
+use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 use crate::validation::FieldError;
 
@@ -630,23 +631,23 @@ impl ServiceAccountTokens {
         Ok(())
     }
 
-    async fn get(&self, plural: &str, namespace: &str, name: &str) -> ApiResult<Value> {
-        let resource = self
-            .registry
+    /// The core/v1 resource `plural` (a kind a token names or is bound to).
+    fn core_resource(&self, plural: &str) -> ApiResult<Arc<ResourceType>> {
+        self.registry
             .catalog()
             .lookup("", "v1", plural)
-            .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
+            .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))
+    }
+
+    async fn get(&self, plural: &str, namespace: &str, name: &str) -> ApiResult<Value> {
+        let resource = self.core_resource(plural)?;
         self.registry.get(&resource, Some(namespace), name).await
     }
 
     /// The uid and deletion time of an object a token is bound to: from memory when no change
     /// to it was committed since it was read ([`BoundObjects`]), else from the store.
     async fn facts(&self, plural: &str, namespace: &str, name: &str) -> ApiResult<ObjectFacts> {
-        let resource = self
-            .registry
-            .catalog()
-            .lookup("", "v1", plural)
-            .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
+        let resource = self.core_resource(plural)?;
         let key = resource.object_key(Some(namespace), name);
         let epoch = {
             let mut cache = self.lock_bound_objects();

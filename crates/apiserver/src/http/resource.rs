@@ -268,11 +268,11 @@ async fn review(
         }));
     }
     let body = read_body(body).await?;
+    let identity = parts
+        .extensions
+        .get::<crate::authn::Identity>()
+        .ok_or_else(|| ApiError::internal("an authenticated request carries no identity"))?;
     if resource.group == "authorization.k8s.io" {
-        let identity = parts
-            .extensions
-            .get::<crate::authn::Identity>()
-            .ok_or_else(|| ApiError::internal("an authenticated request carries no identity"))?;
         let posted = decode_object(&parts.headers, &body)?;
         let answer = crate::authz::review::answer(
             &state.authorizer,
@@ -291,20 +291,11 @@ async fn review(
     if resource.group == "authentication.k8s.io" && resource.plural == "selfsubjectreviews" {
         // kubectl posts an empty review, as protobuf; nothing in it is read but its metadata,
         // so a protobuf body is taken as empty rather than decoded.
-        let protobuf = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.contains("protobuf"));
-        let posted = if protobuf {
+        let posted = if content_type(&parts.headers) == crate::protobuf::PROTOBUF_MEDIA_TYPE {
             serde_json::json!({})
         } else {
             decode_object(&parts.headers, &body)?
         };
-        let identity = parts
-            .extensions
-            .get::<crate::authn::Identity>()
-            .ok_or_else(|| ApiError::internal("an authenticated request carries no identity"))?;
         return Ok(json_response(
             StatusCode::CREATED,
             &self_subject_review(posted, identity),
@@ -313,10 +304,6 @@ async fn review(
     let object = decode_object(&parts.headers, &body)?;
     // Checked as for any create (dryRun, fieldValidation); a review stores nothing anyway.
     let options = query.write_options(&parts.headers, "CreateOptions")?;
-    let identity = parts
-        .extensions
-        .get::<crate::authn::Identity>()
-        .ok_or_else(crate::insight::visibility::no_identity)?;
     let viewer = crate::insight::visibility::Viewer {
         authorizer: Arc::clone(&state.authorizer),
         identity: identity.clone(),

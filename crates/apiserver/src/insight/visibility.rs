@@ -25,7 +25,7 @@ use super::tree::OwnershipNode;
 use crate::authn::Identity;
 use crate::authz::{Attributes, Authorizer};
 use crate::resources::{Catalog, ResourceType};
-use crate::status::{ApiError, ApiResult};
+use crate::status::ApiResult;
 
 /// The caller of a review, and what decides what they may see.
 #[derive(Clone)]
@@ -35,34 +35,27 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    /// The `get` of `object`, as the authorizer would see it.
-    fn get_attributes(&self, catalog: &Catalog, object: &ObjectRef) -> Option<Attributes> {
-        let resource = catalog.lookup_kind(&object.api_version, &object.kind)?;
-        Some(Attributes::resource(
+    /// A `get` of `name` in `namespace` by the caller, as the authorizer sees requests.
+    fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Attributes {
+        Attributes::resource(
             self.identity.clone(),
             "get",
-            &resource.group,
-            &resource.plural,
+            group,
+            plural,
             "",
-            &object.namespace,
-            &object.name,
-        ))
+            namespace,
+            name,
+        )
     }
 
     /// Whether the caller may `get` `object`. A kind the server does not serve any more is
     /// shown only to those who may get everything.
     pub fn may_get(&self, catalog: &Catalog, object: &ObjectRef) -> bool {
-        let attributes = self.get_attributes(catalog, object).unwrap_or_else(|| {
-            Attributes::resource(
-                self.identity.clone(),
-                "get",
-                "*",
-                "*",
-                "",
-                &object.namespace,
-                &object.name,
-            )
-        });
+        let (group, plural) = match catalog.lookup_kind(&object.api_version, &object.kind) {
+            Some(resource) => (resource.group.clone(), resource.plural.clone()),
+            None => ("*".to_string(), "*".to_string()),
+        };
+        let attributes = self.get(&group, &plural, &object.namespace, &object.name);
         self.authorizer.authorize(&attributes).allowed
     }
 
@@ -74,15 +67,7 @@ impl Viewer {
         namespace: &str,
         name: &str,
     ) -> ApiResult<()> {
-        let attributes = Attributes::resource(
-            self.identity.clone(),
-            "get",
-            &resource.group,
-            &resource.plural,
-            "",
-            namespace,
-            name,
-        );
+        let attributes = self.get(&resource.group, &resource.plural, namespace, name);
         let decision = self.authorizer.authorize(&attributes);
         if decision.allowed {
             Ok(())
@@ -124,6 +109,26 @@ impl Viewer {
         status.hidden = Some(count as u32);
         count
     }
+
+    /// Takes out of an `OwnershipReview`'s tree the nodes the caller may not see, with what
+    /// is below them, counted in their parent's `hidden`; returns how many objects that was.
+    pub fn hide_tree(&self, catalog: &Catalog, node: &mut OwnershipNode) -> usize {
+        let mut hidden = 0;
+        node.children.retain(|child| {
+            let keep = self.may_get(catalog, &child.object);
+            if !keep {
+                node_hidden_count(child, &mut hidden);
+            }
+            keep
+        });
+        node.hidden += hidden as u32;
+        let below: usize = node
+            .children
+            .iter_mut()
+            .map(|child| self.hide_tree(catalog, child))
+            .sum();
+        hidden + below
+    }
 }
 
 /// How hidden objects may be named in a message, to be replaced by [`HIDDEN_NAME`].
@@ -148,7 +153,7 @@ impl Names {
             })
             .collect();
         // Longest first, so "Kind ns/name" is replaced before "ns/name" inside it.
-        names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        names.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         names.dedup();
         Names(names)
     }
@@ -171,28 +176,6 @@ impl Names {
             }
             self.scrub_nodes(&mut node.children);
         }
-    }
-}
-
-/// Takes out of an `OwnershipReview`'s tree the nodes the caller may not see, with what is
-/// below them, counted in their parent's `hidden`.
-impl Viewer {
-    pub fn hide_tree(&self, catalog: &Catalog, node: &mut OwnershipNode) -> usize {
-        let mut hidden = 0;
-        node.children.retain(|child| {
-            let keep = self.may_get(catalog, &child.object);
-            if !keep {
-                node_hidden_count(child, &mut hidden);
-            }
-            keep
-        });
-        node.hidden += hidden as u32;
-        let below: usize = node
-            .children
-            .iter_mut()
-            .map(|child| self.hide_tree(catalog, child))
-            .sum();
-        hidden + below
     }
 }
 
@@ -250,12 +233,6 @@ fn hidden_node(count: usize) -> CauseNode {
         evidence: Default::default(),
         children: Vec::new(),
     }
-}
-
-/// The error for a review whose caller is unknown: never expected, as every request is
-/// authenticated before it is routed.
-pub fn no_identity() -> ApiError {
-    ApiError::internal("an authenticated request carries no identity")
 }
 
 #[cfg(test)]
