@@ -76,6 +76,8 @@ pub struct ResourceType {
     /// Has a `/token` subresource: TokenRequest (ServiceAccounts, see
     /// [`crate::authn::service_account`]).
     pub token_subresource: bool,
+    /// Pods: `/binding`, `/eviction` and `/log` (served by `http/pod.rs`).
+    pub runs_on_nodes: bool,
 }
 
 /// A subresource as discovery lists it.
@@ -207,6 +209,25 @@ impl ResourceType {
                 verbs: &["create"],
             });
         }
+        if self.runs_on_nodes {
+            subs.extend([
+                SubresourceInfo {
+                    name: "binding",
+                    kind: Some(("", "v1", "Binding")),
+                    verbs: &["create"],
+                },
+                SubresourceInfo {
+                    name: "eviction",
+                    kind: Some(("policy", "v1", "Eviction")),
+                    verbs: &["create"],
+                },
+                SubresourceInfo {
+                    name: "log",
+                    kind: None,
+                    verbs: &["get"],
+                },
+            ]);
+        }
         subs
     }
 
@@ -275,6 +296,7 @@ impl Builtin {
             definition_terminating: false,
             create_only: false,
             token_subresource: false,
+            runs_on_nodes: false,
         })
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -293,6 +315,11 @@ impl Builtin {
     /// A `/token` subresource (TokenRequest).
     fn issues_tokens(mut self) -> Self {
         self.0.token_subresource = true;
+        self
+    }
+    /// Pods: scheduled to Nodes, evicted from them, logged by their agents.
+    fn runs_on_nodes(mut self) -> Self {
+        self.0.runs_on_nodes = true;
         self
     }
     /// A status subresource with the usual built-in strategy: spec kept, metadata free.
@@ -395,7 +422,17 @@ fn default_pod(object: &mut Value) {
             spec["terminationGracePeriodSeconds"] = json!(30);
         }
     }
+    crate::taints::add_default_tolerations(
+        object,
+        DEFAULT_TOLERATION_SECONDS,
+        DEFAULT_TOLERATION_SECONDS,
+    );
 }
+
+/// How long a Pod stays on a not-ready or unreachable Node unless it says otherwise
+/// (kube-apiserver's `--default-not-ready-toleration-seconds` and
+/// `--default-unreachable-toleration-seconds`, not configurable here).
+pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
 /// A Secret's `stringData` is write-only convenience: it is merged into `data` (base64) and
 /// never stored; `type` defaults to Opaque.
@@ -512,8 +549,20 @@ pub fn builtin_types() -> Vec<ResourceType> {
             })
             .returns_deleted()
             .fields(&pod_fields)
+            .runs_on_nodes()
             .graceful()
             .defaulting(default_pod)
+            .0,
+        // Registered and kept current by node agents (`finale node`); its Lease in
+        // kube-node-lease is the heartbeat the node lifecycle controller reads.
+        Builtin::new("", "v1", "Node", "nodes", false)
+            .short(&["no"])
+            .status()
+            .status_writes(StatusWrites::KeepSpec {
+                labels: false,
+                owner_references: false,
+            })
+            .fields(&["spec.unschedulable"])
             .0,
         Builtin::new("", "v1", "Event", "events", true)
             .short(&["ev"])

@@ -869,16 +869,24 @@ fn unescape_value(raw: &str) -> Result<String, SelectorError> {
     Ok(out)
 }
 
+/// Selectable booleans that upstream's field sets print even when unset (a Node's
+/// `spec.unschedulable`, a Pod's `spec.hostNetwork`), so `spec.unschedulable=false` matches
+/// a Node that never had the field.
+const FALSE_WHEN_ABSENT: [&str; 2] = ["spec.unschedulable", "spec.hostNetwork"];
+
 /// Reads a dotted path (`metadata.name`, `spec.nodeName`, `involvedObject.kind`, `type`) out
 /// of an object and renders it as a field selector compares it: strings as they are, numbers
 /// in decimal, booleans as `true`/`false`. Absent fields, nulls, objects and arrays are
-/// `None` (which matching treats as the empty string). Kinds whose upstream field set
-/// defaults an absent boolean to `"false"` (e.g. a Node's `spec.unschedulable`) must supply
-/// that themselves.
+/// `None` (which matching treats as the empty string), except the booleans upstream's field
+/// sets render with `strconv.FormatBool` ([`FALSE_WHEN_ABSENT`]), which read `false`.
 pub fn object_field(obj: &Value, path: &str) -> Option<String> {
     let mut current = obj;
     for segment in path.split('.') {
-        current = current.as_object()?.get(segment)?;
+        match current.as_object().and_then(|map| map.get(segment)) {
+            Some(next) => current = next,
+            None if FALSE_WHEN_ABSENT.contains(&path) => return Some("false".into()),
+            None => return None,
+        }
     }
     match current {
         Value::String(s) => Some(s.clone()),
@@ -1341,6 +1349,15 @@ mod tests {
         assert_eq!(object_field(&p, "status.phase").as_deref(), Some("Running"));
         assert_eq!(object_field(&p, "spec").as_deref(), None);
         assert_eq!(object_field(&p, "spec.nodeName.x").as_deref(), None);
+        assert_eq!(
+            object_field(&p, "spec.hostNetwork").as_deref(),
+            Some("false")
+        );
+        assert!(fsel("spec.unschedulable=false").matches_object(&json!({"spec": {}})));
+        assert!(
+            fsel("spec.unschedulable=true")
+                .matches_object(&json!({"spec": {"unschedulable": true}}))
+        );
         assert_eq!(object_field(&p, "nope").as_deref(), None);
         assert_eq!(
             object_field(&json!({"type": "Opaque"}), "type").as_deref(),

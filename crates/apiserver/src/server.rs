@@ -80,6 +80,8 @@ pub struct ServerConfig {
     pub etcd: Option<EtcdConfig>,
     pub watch_cache: WatchCacheOptions,
     pub namespace_controller: NamespaceControllerOptions,
+    /// `--node-monitor-period` and `--node-monitor-grace-period`.
+    pub node_lifecycle: crate::controllers::node_lifecycle::NodeLifecycleOptions,
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
     /// off, as the spec's "GC stopped" scenarios do).
     pub garbage_collector: bool,
@@ -131,6 +133,7 @@ impl ServerConfig {
             etcd: None,
             watch_cache: WatchCacheOptions::default(),
             namespace_controller: NamespaceControllerOptions::default(),
+            node_lifecycle: Default::default(),
             garbage_collector: true,
             limits: ServingLimits::default(),
             leader_election: LeaderElectionOptions::default(),
@@ -420,6 +423,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let gc_view = gc_view.clone();
         let run_gc = config.garbage_collector;
         let namespace_options = config.namespace_controller.clone();
+        let node_lifecycle = config.node_lifecycle.clone();
         Box::new(move |term: CancellationToken| {
             let mut tasks = vec![
                 (
@@ -448,6 +452,23 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                     ),
                 ));
             }
+            tasks.push((
+                "scheduler",
+                crate::controllers::scheduler::spawn(
+                    Arc::new(registry.acting_as(crate::controllers::scheduler::SCHEDULER_USER)),
+                    term.clone(),
+                ),
+            ));
+            tasks.push((
+                "node-lifecycle",
+                crate::controllers::node_lifecycle::spawn(
+                    Arc::new(
+                        registry.acting_as(crate::controllers::node_lifecycle::NODE_LIFECYCLE_USER),
+                    ),
+                    node_lifecycle.clone(),
+                    term.clone(),
+                ),
+            ));
             tasks.push((
                 "namespace",
                 namespace::spawn(
@@ -525,6 +546,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                 .with_leadership(leader.clone()),
         ),
         audit: audit.clone(),
+        node_client: Some(Arc::new(
+            crate::node_client::NodeClient::new(&pki)
+                .context("cannot prepare the client for node agents")?,
+        )),
     };
     let app = router(state);
     let serving = tokio::spawn(accept_loop(

@@ -999,12 +999,38 @@ async fn explain_until_gone(http: &Http, object: Value) {
     }
 }
 
+/// A Node's heartbeat Lease as its agent writes it, renewed `age` ago.
+fn node_lease(node: &str, age: chrono::Duration, resource_version: Option<&Value>) -> Value {
+    let renewed = (chrono::Utc::now() - age).to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let mut lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renewed}});
+    if let Some(rv) = resource_version {
+        lease["metadata"]["resourceVersion"] = rv.clone();
+    }
+    lease
+}
+
 #[tokio::test]
-async fn a_pods_grace_period_is_progressing_then_stuck_without_a_node_agent() {
+async fn a_pods_shutdown_is_explained_by_its_nodes_agent() {
     let server = TestServer::start().await;
     let http = Http::new(&server);
     let pods = "/api/v1/namespaces/default/pods";
-    // Given a scheduled Pod with a long grace period,
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    // Given a Node whose agent renews its Lease, and a Pod on it with a long grace period,
+    http.post(
+        "/api/v1/nodes",
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}),
+    )
+    .await
+    .expect(201);
+    let lease = http
+        .post(
+            leases,
+            &node_lease("node-1", chrono::Duration::zero(), None),
+        )
+        .await
+        .expect(201);
     http.post(
         pods,
         &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
@@ -1015,35 +1041,57 @@ async fn a_pods_grace_period_is_progressing_then_stuck_without_a_node_agent() {
     .expect(201);
     // when it is deleted,
     http.delete(&format!("{pods}/web")).await.expect(200);
-    // then its grace period is running: Progressing, with the time left.
+    // then the agent is stopping it: Progressing, with the time left.
     let web = target("v1", "Pod", "default", "web");
     let status = explain(&http, web.clone()).await;
     assert_eq!(status["verdict"], "Progressing", "{status:#}");
     let grace = cause(&status, 0);
     assert_eq!(grace["type"], "PodGracePeriod");
     assert_eq!(grace["evidence"]["gracePeriodSeconds"], "300");
+    assert_eq!(grace["evidence"]["agent"], "Live", "{grace:#}");
     assert!(
         message(grace).starts_with("the Pod's grace period of 300s runs until ")
-            && message(grace).contains(" left): its containers are given that long to stop"),
+            && message(grace)
+                .contains("left): the agent on node node-1 is stopping its containers"),
         "{grace:#}"
     );
 
-    // When the grace period is shortened to 1s and runs out, nothing confirms the
-    // containers stopped: Stuck, saying no node agent runs the Pod.
-    http.delete_with(&format!("{pods}/web"), &json!({"gracePeriodSeconds": 1}))
-        .await
-        .expect(200);
-    let status = explain_until(&http, web, |s| s["verdict"] == "Stuck").await;
+    // When the agent stops renewing (its Lease last renewed ten minutes ago), nothing will
+    // stop the containers: Stuck, naming how long it has been gone and both remedies.
+    http.put(
+        &format!("{leases}/node-1"),
+        &node_lease(
+            "node-1",
+            chrono::Duration::minutes(10),
+            lease.pointer("/metadata/resourceVersion"),
+        ),
+    )
+    .await
+    .expect(200);
+    let status = explain_until(&http, web.clone(), |s| s["verdict"] == "Stuck").await;
     let grace = cause(&status, 0);
     assert_eq!(grace["type"], "PodGracePeriod");
     assert_eq!(grace["state"], "Stuck");
+    assert_eq!(grace["evidence"]["agent"], "Gone", "{grace:#}");
+    assert_eq!(grace["evidence"]["agentGoneFor"], "10m0s", "{grace:#}");
     assert!(
-        message(grace)
-            .contains("and no node agent runs this Pod: Finale has no Nodes or kubelets yet")
-            && message(grace)
-                .ends_with("`kubectl delete pod web -n default --grace-period=0 --force`"),
+        message(grace).starts_with("no agent runs node node-1: its Lease was last renewed 10m0s ago")
+            && message(grace).contains("restore the node (start `finale node` on it)")
+            && message(grace).contains(
+                "`kubectl taint node node-1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+            ),
         "{grace:#}"
     );
+
+    // When the Node is tainted out of service, the Pod is force-deleted without its agent.
+    http.merge_patch(
+        "/api/v1/nodes/node-1",
+        &json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+            "value": "nodeshutdown", "effect": "NoExecute"}]}}),
+    )
+    .await
+    .expect(200);
+    within(Duration::from_secs(20), explain_until_gone(&http, web)).await;
     server.shutdown().await;
 }
 

@@ -152,7 +152,7 @@ fn cm_deleted_status(name: &str, uid: &str) -> Value {
 }
 
 /// Creates Pod `name` in `t` with `terminationGracePeriodSeconds: 30`, bound to `node`
-/// (unscheduled when empty), then sets `status.phase` through `/status` (when given).
+/// (unscheduled when empty, and left so), then sets `status.phase` through `/status` (when given).
 async fn create_pod(
     http: &Http,
     name: &str,
@@ -168,7 +168,11 @@ async fn create_pod(
         "terminationGracePeriodSeconds": 30,
         "containers": [{"name": "c", "image": "busybox:1.36"}],
     });
-    if !node.is_empty() {
+    if node.is_empty() {
+        // Left unscheduled: a scheduler that does not run, so the in-process one never
+        // writes to it behind the scenario's back.
+        spec["schedulerName"] = json!("unscheduled");
+    } else {
         spec["nodeName"] = json!(node);
     }
     let mut pod = http

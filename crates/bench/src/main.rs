@@ -100,10 +100,15 @@ struct Cli {
     /// Dependents of the owner whose deletion is planned (deletion-insight).
     #[arg(long, global = true, value_name = "N", default_value_t = 10_000)]
     plan_dependents: u64,
+    /// Pods created, deleted and failed per batch (pods).
+    #[arg(long, global = true, value_name = "N", default_value_t = 100)]
+    pods: u64,
 }
 
 /// The most objects a deletion scenario will create in one run.
 const MAX_OBJECTS: u64 = 1_000_000;
+/// The most Pods (host processes) one batch of the `pods` scenario will start.
+const MAX_PODS: u64 = 2_000;
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq, Debug)]
 enum Scenario {
@@ -143,12 +148,16 @@ enum Scenario {
     /// replica), controller failover after SIGKILL of the Lease holder, and the longest write
     /// gap when the etcd leader is killed (against etcd's own leaderless time).
     HighAvailability,
+    /// The node agent (`finale node`): N Pods created until Running (bound, and through the
+    /// scheduler) and deleted until gone, against the same processes spawned and SIGTERMed
+    /// directly; an agent SIGKILLed until its Pods are not ready, against a heartbeat file.
+    Pods,
     /// All of the above, in order, with one table at the end.
     All,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 13] = [
+    const ALL: [Scenario; 14] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::RbacCreate,
@@ -157,6 +166,7 @@ impl Scenario {
         Scenario::DeletionInsight,
         Scenario::CloudGc,
         Scenario::HighAvailability,
+        Scenario::Pods,
         Scenario::NamespaceTeardown,
         Scenario::FinalizerRemoval,
         Scenario::GarbageCollection,
@@ -179,6 +189,7 @@ impl Scenario {
             Scenario::DeletionInsight => "deletion-insight",
             Scenario::CloudGc => "cloud-gc",
             Scenario::HighAvailability => "high-availability",
+            Scenario::Pods => "pods",
             Scenario::All => "all",
         }
     }
@@ -206,6 +217,7 @@ impl Scenario {
             Scenario::DeletionInsight => scenarios::deletion_insight::run(settings, report).await,
             Scenario::CloudGc => scenarios::cloud_gc::run(settings, report).await,
             Scenario::HighAvailability => scenarios::high_availability::run(settings, report).await,
+            Scenario::Pods => scenarios::pods::run(settings, report).await,
             Scenario::All => bail!("`all` is not a single scenario"),
         }
     }
@@ -248,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
         tenant_configmaps: cli.tenant_configmaps,
         insight_objects: cli.insight_objects,
         plan_dependents: cli.plan_dependents,
+        pods: cli.pods,
     };
     if !(100..=MAX_OBJECTS).contains(&settings.insight_objects)
         || !(1..=MAX_OBJECTS).contains(&settings.plan_dependents)
@@ -255,6 +268,9 @@ async fn main() -> anyhow::Result<()> {
         bail!(
             "--insight-objects must be between 100 and {MAX_OBJECTS}, --plan-dependents between 1 and {MAX_OBJECTS}"
         );
+    }
+    if !(1..=MAX_PODS).contains(&settings.pods) {
+        bail!("--pods must be between 1 and {MAX_PODS}");
     }
     if !(1..=100_000).contains(&settings.databases) {
         bail!("--databases must be between 1 and 100000");
@@ -383,6 +399,16 @@ mod tests {
         assert_eq!(cli.gc_leaves, 30);
         let cli = Cli::try_parse_from(["finale-bench", "garbage-collection"]).unwrap();
         assert_eq!(cli.scenario, Scenario::GarbageCollection);
+    }
+
+    #[test]
+    fn pods_takes_a_pod_count() {
+        let cli = Cli::try_parse_from(["finale-bench", "pods"]).unwrap();
+        assert_eq!((cli.scenario, cli.pods), (Scenario::Pods, 100));
+        let cli =
+            Cli::try_parse_from(["finale-bench", "pods", "--pods", "20", "--runs", "3"]).unwrap();
+        assert_eq!((cli.pods, cli.runs), (20, 3));
+        assert!(Scenario::ALL.contains(&Scenario::Pods));
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod explain;
 mod fallback;
 mod finalize;
 mod gc;
+mod node;
 mod operator;
 mod plan;
 mod tree;
@@ -59,6 +60,9 @@ enum Command {
     /// one-shot sweep of an account (`run`).
     #[command(subcommand)]
     Gc(gc::Gc),
+    /// Run a node agent: runs the Pods bound to this node as host processes (a process
+    /// runtime) and terminates them as the kubelet does.
+    Node(node::NodeArgs),
 }
 
 #[derive(clap::Args)]
@@ -89,6 +93,11 @@ struct ServerArgs {
     /// the server does not start. Port 0 picks a free port (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     operator_metrics_addr: SocketAddr,
+    /// Also run a node agent in this process (as `finale node` would run): a Node named
+    /// after the host runs the Pods scheduled to it as host processes, under
+    /// `<data-dir>/node`. A one-command cluster.
+    #[arg(long)]
+    with_node: bool,
     /// Read-only requests served at once; the next gets 429 (0: no limit). Watches and
     /// system:masters are exempt, as in kube-apiserver.
     #[arg(long, value_name = "N", default_value_t = finale_apiserver::http::limits::DEFAULT_MAX_REQUESTS_INFLIGHT)]
@@ -110,6 +119,14 @@ struct ServerArgs {
     /// The pause between attempts to take or renew the controllers' Lease.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
     leader_elect_retry_period: std::time::Duration,
+    /// How often the node lifecycle controller checks the Nodes' heartbeats
+    /// (kube-controller-manager's flag).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    node_monitor_period: std::time::Duration,
+    /// How long a Node whose agent stopped renewing its Lease stays Ready before it becomes
+    /// Unknown and is tainted unreachable (kube-controller-manager's flag).
+    #[arg(long, value_name = "DURATION", default_value = "40s", value_parser = humantime::parse_duration)]
+    node_monitor_grace_period: std::time::Duration,
     /// More bearer tokens, in kube-apiserver's format: a CSV file of
     /// `token,user,uid[,"group1,group2"]` lines. What each may do is up to RBAC.
     #[arg(long, value_name = "FILE")]
@@ -284,6 +301,9 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Finalize(args) => runtime.block_on(finalize::run(args)),
         Command::Plan(args) => runtime.block_on(plan::run(args)),
         Command::Gc(command) => runtime.block_on(gc::run(command)),
+        Command::Node(args) => runtime
+            .block_on(node::run(args))
+            .map(|()| std::process::ExitCode::SUCCESS),
     }
 }
 
@@ -340,6 +360,11 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     config.limits.max_requests_inflight = args.max_requests_inflight;
     config.limits.max_mutating_requests_inflight = args.max_mutating_requests_inflight;
     config.limits.max_connections = args.max_connections;
+    if args.node_monitor_period.is_zero() || args.node_monitor_grace_period.is_zero() {
+        anyhow::bail!("--node-monitor-period and --node-monitor-grace-period must be positive");
+    }
+    config.node_lifecycle.monitor_period = args.node_monitor_period;
+    config.node_lifecycle.grace_period = args.node_monitor_grace_period;
     config.leader_election = server::LeaderElectionOptions {
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,
@@ -371,11 +396,35 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         None => None,
     };
 
+    let node = if args.with_node {
+        match node::InProcess::start(&kubeconfig, &args.data_dir).await {
+            Ok(node) => {
+                println!(
+                    "node {} runs the Pods scheduled to it (try: kubectl run web --image=busybox --command -- sleep 3600)",
+                    node.node_name()
+                );
+                Some(node)
+            }
+            Err(error) => {
+                if let Some(operators) = operators {
+                    operators.stop().await;
+                }
+                running.shutdown().await;
+                return Err(error.context("cannot start the node agent (--with-node)"));
+            }
+        }
+    } else {
+        None
+    };
+
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
         _ = interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+    }
+    if let Some(node) = node {
+        node.stop().await;
     }
     if let Some(operators) = operators {
         operators.stop().await;

@@ -1,5 +1,9 @@
 //! Controllers that run inside the server and act through the registry, never around it
 //! (design decision 5): same rules as HTTP clients, without the HTTP cost.
+//!
+//! All but the CRD serving loop run on one replica, under the controllers' Lease
+//! ([`leadership`]): the garbage collector, the namespace, CRD and ClusterRole aggregation
+//! controllers, the [`scheduler`] and the [`node_lifecycle`] controller.
 
 pub mod clusterrole_aggregation;
 pub mod crd;
@@ -7,6 +11,8 @@ pub mod events;
 pub mod gc;
 pub mod leadership;
 pub mod namespace;
+pub mod node_lifecycle;
+pub mod scheduler;
 
 use std::time::Duration;
 

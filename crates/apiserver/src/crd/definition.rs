@@ -1181,6 +1181,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             definition_terminating: false,
             create_only: false,
             token_subresource: false,
+            runs_on_nodes: false,
             status_writes: crate::resources::StatusWrites::StatusOnly,
         });
     }

@@ -8,6 +8,7 @@ pub mod health;
 mod jsonpath;
 pub mod limits;
 mod path;
+mod pod;
 mod resource;
 mod table;
 mod watch;
@@ -55,6 +56,8 @@ pub struct AppState {
     pub insight: Arc<crate::insight::Insight>,
     /// The audit policy and log (`--audit-log-path`), if any.
     pub audit: Option<Arc<finale_audit::Audit>>,
+    /// Reaches node agents for `pods/log`.
+    pub node_client: Option<Arc<crate::node_client::NodeClient>>,
 }
 
 /// Builds the router for every endpoint the server offers.

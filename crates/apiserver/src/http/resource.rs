@@ -173,6 +173,14 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     if resource.token_subresource && resource_path.subresource.as_deref() == Some("token") {
         return token_request(&state, &resource_path, &parts, body).await;
     }
+    if resource.runs_on_nodes
+        && resource_path
+            .subresource
+            .as_deref()
+            .is_some_and(|sub| super::pod::POD_SUBRESOURCES.contains(&sub))
+    {
+        return super::pod::pod_subresource(&state, &resource_path, &parts, body).await;
+    }
     if crate::insight::removal::is_removal(&resource) && parts.method != Method::GET {
         return finalizer_removal(&state, &resource, &resource_path, &parts, &query, body).await;
     }
@@ -854,36 +862,7 @@ impl ResourceRequest<'_> {
     /// H2: DeleteOptions come from a non-empty body, otherwise from the query.
     fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteOptions> {
         if body.iter().any(|b| !b.is_ascii_whitespace()) {
-            let value = parse_json(body)?;
-            check_delete_options_body(&value)?;
-            let text = |field: &str| value.get(field).and_then(Value::as_str).map(str::to_string);
-            let dry_run = match value.get("dryRun") {
-                None | Some(Value::Null) => false,
-                Some(Value::Array(values)) if values.is_empty() => false,
-                Some(Value::Array(values)) if values.iter().all(|v| v.as_str() == Some("All")) => {
-                    true
-                }
-                Some(other) => {
-                    return Err(unsupported_dry_run(other.to_string()));
-                }
-            };
-            return Ok(DeleteOptions {
-                grace_period_seconds: value.get("gracePeriodSeconds").and_then(Value::as_i64),
-                propagation_policy: text("propagationPolicy"),
-                orphan_dependents: value.get("orphanDependents").and_then(Value::as_bool),
-                preconditions: Preconditions {
-                    uid: value
-                        .pointer("/preconditions/uid")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    resource_version: value
-                        .pointer("/preconditions/resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                },
-                dry_run,
-                actor: Some(self.actor()),
-            });
+            return delete_options_from_json(&parse_json(body)?, self.actor());
         }
         Ok(DeleteOptions {
             grace_period_seconds: self.query.number("gracePeriodSeconds")?,
@@ -946,6 +925,37 @@ impl ResourceRequest<'_> {
             &warnings,
         ))
     }
+}
+
+/// H2: DeleteOptions sent as JSON (a DELETE's body, an Eviction's `deleteOptions`).
+pub(super) fn delete_options_from_json(value: &Value, actor: Actor) -> ApiResult<DeleteOptions> {
+    check_delete_options_body(value)?;
+    let text = |field: &str| value.get(field).and_then(Value::as_str).map(str::to_string);
+    let dry_run = match value.get("dryRun") {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(values)) if values.is_empty() => false,
+        Some(Value::Array(values)) if values.iter().all(|v| v.as_str() == Some("All")) => true,
+        Some(other) => {
+            return Err(unsupported_dry_run(other.to_string()));
+        }
+    };
+    Ok(DeleteOptions {
+        grace_period_seconds: value.get("gracePeriodSeconds").and_then(Value::as_i64),
+        propagation_policy: text("propagationPolicy"),
+        orphan_dependents: value.get("orphanDependents").and_then(Value::as_bool),
+        preconditions: Preconditions {
+            uid: value
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            resource_version: value
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        },
+        dry_run,
+        actor: Some(actor),
+    })
 }
 
 /// H2: a body that does not decode to DeleteOptions is a 400. Without this check a field of

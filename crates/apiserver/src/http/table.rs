@@ -317,6 +317,33 @@ const POD_COLUMNS: &[Column] = &[
     .wide(),
 ];
 
+const NODE_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Status",
+        "The status of the node (its Ready condition, and SchedulingDisabled when cordoned).",
+    ),
+    Column::string(
+        "Roles",
+        "The roles of the node (its node-role.kubernetes.io/ labels).",
+    ),
+    AGE,
+    Column::string("Version", "Kubelet version reported by the node."),
+    Column::string("Internal-IP", "The node's internal IP address.").wide(),
+    Column::string("External-IP", "The node's external IP address.").wide(),
+    Column::string(
+        "OS-Image",
+        "The operating system image reported by the node.",
+    )
+    .wide(),
+    Column::string("Kernel-Version", "Kernel version reported by the node.").wide(),
+    Column::string(
+        "Container-Runtime",
+        "Container runtime version reported by the node.",
+    )
+    .wide(),
+];
+
 const EVENT_COLUMNS: &[Column] = &[
     Column::string("Last Seen", "Time since the event was last observed."),
     Column::string("Type", "Normal or Warning."),
@@ -496,6 +523,7 @@ impl Printer {
                 ("", "serviceaccounts") => (SERVICE_ACCOUNT_COLUMNS, service_account_cells),
                 ("", "services") => (SERVICE_COLUMNS, service_cells),
                 ("", "pods") => (POD_COLUMNS, pod_cells),
+                ("", "nodes") => (NODE_COLUMNS, node_cells),
                 ("", "events") => (EVENT_COLUMNS, core_event_cells),
                 ("events.k8s.io", "events") => (EVENT_COLUMNS, events_api_event_cells),
                 ("coordination.k8s.io", "leases") => (LEASE_COLUMNS, lease_cells),
@@ -796,6 +824,74 @@ fn service_account_cells(item: &Value, clock: &Clock) -> Vec<Value> {
         name_cell(item),
         json!(count(item, "/secrets")),
         creation_age(item, clock),
+    ]
+}
+
+/// Upstream's `printNode`: Ready or NotReady from the Ready condition (Unknown without
+/// one), SchedulingDisabled when cordoned; roles from `node-role.kubernetes.io/<role>` labels
+/// and the legacy `kubernetes.io/role` label.
+fn node_cells(node: &Value, clock: &Clock) -> Vec<Value> {
+    let mut status: Vec<&str> = Vec::new();
+    if let Some(ready) = list(node, "/status/conditions")
+        .iter()
+        .find(|c| text(c, "/type") == "Ready")
+    {
+        status.push(if text(ready, "/status") == "True" {
+            "Ready"
+        } else {
+            "NotReady"
+        });
+    }
+    if status.is_empty() {
+        status.push("Unknown");
+    }
+    if node.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+        status.push("SchedulingDisabled");
+    }
+    let mut roles: Vec<String> = node
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(
+            |(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
+                Some(role) if !role.is_empty() => Some(role.to_string()),
+                _ if key == "kubernetes.io/role" => value.as_str().map(str::to_string),
+                _ => None,
+            },
+        )
+        .filter(|role| !role.is_empty())
+        .collect();
+    roles.sort();
+    roles.dedup();
+    let address = |kind: &str| {
+        list(node, "/status/addresses")
+            .iter()
+            .find(|a| text(a, "/type") == kind)
+            .map(|a| text(a, "/address").to_string())
+            .unwrap_or_else(|| "<none>".into())
+    };
+    let info = |field: &str| {
+        optional_text(node, &format!("/status/nodeInfo/{field}"))
+            .filter(|v| !v.is_empty())
+            .unwrap_or("<unknown>")
+            .to_string()
+    };
+    vec![
+        name_cell(node),
+        json!(status.join(",")),
+        json!(if roles.is_empty() {
+            "<none>".to_string()
+        } else {
+            roles.join(",")
+        }),
+        creation_age(node, clock),
+        json!(text(node, "/status/nodeInfo/kubeletVersion")),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(info("osImage")),
+        json!(info("kernelVersion")),
+        json!(info("containerRuntimeVersion")),
     ]
 }
 

@@ -39,6 +39,7 @@ pub mod api;
 pub mod claims;
 pub mod figures;
 pub mod plan;
+mod pod_agent;
 pub mod removal;
 pub mod review;
 pub mod runtime_config;

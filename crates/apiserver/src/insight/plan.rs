@@ -25,7 +25,7 @@
 //! deleted owner removed) or `Keeps` (stays because an owner that is not deleted keeps it,
 //! named in `evidence.keptBy`). An object deleted in the end that carries a finalizer nobody
 //! will remove (unclaimed, or claimed by a controller whose Lease expired or is missing), or a
-//! Pod whose grace period no node agent will end, *hangs*; objects whose deletion waits behind
+//! Pod whose grace period no node agent will end (its Node's Lease is not renewed), *hangs*; objects whose deletion waits behind
 //! a hang are *blocked*. The verdict is `WillHang` when anything hangs, else `WillComplete`.
 //!
 //! # Guarantees
@@ -58,6 +58,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::api::{CauseNode, CauseState, CauseType, ExternalResource, ObjectRef, PlanStatus};
+use super::pod_agent::{Agent, agent_evidence};
 use super::review::{self, Explainer, evidence, node, object_ref, plural, worst};
 use super::snapshot::Snapshot;
 use crate::controllers::gc::GcView;
@@ -884,17 +885,21 @@ impl<'a> Planner<'a> {
             if resource.graceful && !object::is_terminating(&self.nodes[index].object) {
                 let grace = deletion::pod_grace_period(&self.nodes[index].object, None);
                 if grace > 0 {
+                    let agent = self.explainer.pod_agent(&self.nodes[index].object).await?;
+                    let (state, message) = pod_grace_hold(&agent, grace);
                     let mut cause = node(
                         Some(this.clone()),
                         CauseType::PodGracePeriod,
-                        CauseState::Stuck,
-                        format!(
-                            "the Pod gets a grace period of {grace}s, and no node agent runs it: Finale has no Nodes or kubelets yet, so nothing will confirm that its containers stopped. Delete it with `--grace-period=0 --force` once you know they have"
-                        ),
+                        state,
+                        message,
                         None,
                     );
                     evidence(&mut cause, "gracePeriodSeconds", grace.to_string());
-                    self.nodes[index].grace_seconds = grace;
+                    agent_evidence(&mut cause, &agent, self.explainer.now());
+                    // Only a grace period no agent will end keeps the Pod.
+                    if state == CauseState::Stuck {
+                        self.nodes[index].grace_seconds = grace;
+                    }
                     holds.push(Hold {
                         finalizer: String::new(),
                         in_spec: false,
@@ -1264,4 +1269,43 @@ fn summarize(shown: &str, plan: &PlanStatus, gc_running: bool) -> String {
         );
     }
     summary
+}
+
+/// What a Pod's grace period means for the plan: its agent ends it (progressing), or nobody
+/// will (stuck), with the remedy.
+fn pod_grace_hold(agent: &Agent, grace: i64) -> (CauseState, String) {
+    match agent {
+        Agent::Live { node, .. } => (
+            CauseState::Progressing,
+            format!(
+                "the Pod gets a grace period of {grace}s: the agent on node {node} stops its containers within it and confirms the deletion"
+            ),
+        ),
+        Agent::NodeMissing { node } => (
+            CauseState::Progressing,
+            format!(
+                "the Pod is bound to node {node}, which does not exist: the pod garbage collector force-deletes it"
+            ),
+        ),
+        Agent::Gone {
+            node,
+            out_of_service: true,
+            ..
+        } => (
+            CauseState::Progressing,
+            format!(
+                "node {node} is tainted out of service: the pod garbage collector force-deletes the Pod"
+            ),
+        ),
+        Agent::Gone { node, .. } => (
+            CauseState::Stuck,
+            format!(
+                "the Pod gets a grace period of {grace}s, and no agent runs node {node} (its Lease is not renewed), so nothing will confirm that its containers stopped. Restore the node, or taint it out of service (`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`)"
+            ),
+        ),
+        Agent::Unbound => (
+            CauseState::Progressing,
+            "the Pod is on no node: it is deleted at once".to_string(),
+        ),
+    }
 }

@@ -5,8 +5,8 @@
 //! whom, and which work it has queued. From that it builds a tree of [`CauseNode`]s per
 //! object:
 //!
-//! - `PodGracePeriod`: a Pod whose grace period runs (progressing) or ran out with no node
-//!   agent to confirm its containers stopped (stuck; Finale has no Nodes yet).
+//! - `PodGracePeriod`: a Pod whose node agent is stopping it (progressing), or whose agent is
+//!   gone or cannot confirm it stopped (stuck), with the remedy ([`super::pod_agent`]).
 //! - `Finalizer`: a finalizer with the `FinalizerClaim` that covers it and its Lease:
 //!   progressing while the Lease is live, stuck when it expired, is missing, or no claim
 //!   covers the finalizer (owner unknown).
@@ -270,7 +270,7 @@ impl<'a> Explainer<'a> {
             let since = object::meta_str(object, "deletionTimestamp").map(str::to_string);
             let mut causes = Vec::new();
             if resource.graceful
-                && let Some(grace) = self.pod_grace(&this, object)
+                && let Some(grace) = self.pod_shutdown(&this, object).await?
             {
                 causes.push(grace);
             }
@@ -317,46 +317,19 @@ impl<'a> Explainer<'a> {
         })
     }
 
-    /// `PodGracePeriod`, for a Pod deleted with a grace period.
-    fn pod_grace(&self, this: &ObjectRef, pod: &Value) -> Option<CauseNode> {
-        let grace = object::metadata(pod)?
-            .get("deletionGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .filter(|g| *g > 0)?;
-        let ends = object::meta_str(pod, "deletionTimestamp").and_then(parse_time)?;
-        let started = ends - Duration::seconds(grace);
-        let mut cause = if ends > self.now {
-            node(
-                Some(this.clone()),
-                CauseType::PodGracePeriod,
-                CauseState::Progressing,
-                format!(
-                    "the Pod's grace period of {grace}s runs until {} ({} left): its containers are given that long to stop",
-                    object::timestamp(ends),
-                    human(ends - self.now)
-                ),
-                Some(object::timestamp(started)),
-            )
-        } else {
-            node(
-                Some(this.clone()),
-                CauseType::PodGracePeriod,
-                CauseState::Stuck,
-                format!(
-                    "the Pod's grace period ended {} ago, and no node agent runs this Pod: Finale has no Nodes or kubelets yet (they come with a later version), so nothing will confirm that its containers stopped. Once you know they have, remove it with `kubectl delete pod {} -n {} --grace-period=0 --force`",
-                    human(self.now - ends),
-                    this.name,
-                    this.namespace
-                ),
-                Some(object::timestamp(ends)),
-            )
-        };
-        evidence(&mut cause, "gracePeriodSeconds", grace.to_string());
-        evidence(&mut cause, "deletionTimestamp", object::timestamp(ends));
-        Some(cause)
+    pub(crate) fn catalog(&self) -> &Catalog {
+        self.catalog
     }
 
-    async fn lease(&mut self, namespace: &str, name: &str) -> ApiResult<LeaseState> {
+    pub(crate) fn snapshot(&self) -> &Snapshot {
+        self.snapshot
+    }
+
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    pub(crate) async fn lease(&mut self, namespace: &str, name: &str) -> ApiResult<LeaseState> {
         let key = (namespace.to_string(), name.to_string());
         if let Some(state) = self.leases.get(&key) {
             return Ok(state.clone());
@@ -861,9 +834,8 @@ impl<'a> Explainer<'a> {
                     format!("{count} Pods are in their grace period")
                 }
                 (CauseType::PodGracePeriod, _) => format!(
-                    "{} whose grace period ended: no node agent runs {} (Finale has no Nodes yet), so nothing confirms that {} containers stopped",
+                    "{} whose node agent is gone or cannot confirm that {} containers stopped",
                     plural(count, "Pod", "Pods"),
-                    if count == 1 { "it" } else { "them" },
                     if count == 1 { "its" } else { "their" }
                 ),
                 _ => format!(
@@ -877,6 +849,8 @@ impl<'a> Explainer<'a> {
             for object_specific in [
                 "deletionTimestamp",
                 "gracePeriodSeconds",
+                "nodeLeaseRenewed",
+                "agentGoneFor",
                 "gcAttempts",
                 "gcLastError",
                 "gcWork",

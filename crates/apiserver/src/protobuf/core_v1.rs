@@ -64,6 +64,14 @@ pub(super) fn service_account(account: core::ServiceAccount) -> Converted {
     })
 }
 
+/// `pods/binding`'s body, as kube-scheduler sends it.
+pub(super) fn binding(binding: core::Binding) -> Converted {
+    convert!(binding, core::Binding {
+        metadata => value_message("metadata", object_meta),
+        target => value_message("target", object_reference),
+    })
+}
+
 fn object_reference(reference: core::ObjectReference) -> Converted {
     convert!(reference, core::ObjectReference {
         kind => non_zero("kind"),

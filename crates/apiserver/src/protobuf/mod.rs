@@ -163,6 +163,7 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "ServiceAccount") => object.convert(core_v1::service_account),
         ("v1", "Service") => object.convert(core_v1::service),
         ("v1", "Pod") => object.convert(pod::pod),
+        ("v1", "Binding") => object.convert(core_v1::binding),
         ("apps/v1", "Deployment") => object.convert(apps::deployment),
         ("apps/v1", "ReplicaSet") => object.convert(apps::replica_set),
         ("batch/v1", "Job") => object.convert(batch::job),

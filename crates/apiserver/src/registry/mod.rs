@@ -30,6 +30,7 @@ mod commit;
 mod create;
 mod delete;
 pub mod fence;
+mod pods;
 pub mod provenance;
 mod read;
 mod update;
@@ -37,6 +38,7 @@ mod update;
 use update::*;
 
 pub use admit::{WritePermissions, manager_from_user_agent};
+pub use pods::{Disruption, set_pod_condition};
 pub use provenance::Actor;
 
 use crate::deletion::{self, Graceful};
@@ -153,6 +155,9 @@ pub enum Subresource {
     Finalize,
     /// `/scale`: the replica count changes, through the object itself.
     Scale,
+    /// A Pod's `/binding`: `spec.nodeName` and the `PodScheduled` condition change in one
+    /// write ([`Registry::bind_pod`] decides what).
+    Binding,
 }
 
 impl Subresource {
@@ -163,6 +168,7 @@ impl Subresource {
             Subresource::Status => Some("status"),
             Subresource::Finalize => Some("finalize"),
             Subresource::Scale => Some("scale"),
+            Subresource::Binding => Some("binding"),
         }
     }
 }

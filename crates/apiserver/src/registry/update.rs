@@ -519,6 +519,8 @@ pub(super) fn prepare_update(
             }
             requested = next;
         }
+        // The binding's own rules made the whole object (registry/pods.rs).
+        Subresource::Binding => {}
         Subresource::Finalize => {
             // N1: /finalize changes only a namespace's spec.finalizers.
             let mut next = current.clone();

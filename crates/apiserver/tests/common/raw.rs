@@ -266,9 +266,12 @@ impl Http {
             "namespaces" => {
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
             }
+            // Another scheduler's Pod: the in-process scheduler leaves it alone, so the
+            // sentinel's ADDED is its only event.
             "pods" => {
                 serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+                "spec": {"schedulerName": "watch-sentinel",
+                         "containers": [{"name": "c", "image": "busybox:1.36"}]}})
             }
             other => panic!("no watch sentinel for the collection {other}"),
         };

@@ -18,6 +18,7 @@ pub mod idle_rss;
 pub mod namespace_teardown;
 pub mod objects;
 pub mod operators;
+pub mod pods;
 pub mod rbac_create;
 pub mod store;
 
@@ -58,6 +59,8 @@ pub struct Settings {
     /// `deletion-insight`.
     pub insight_objects: u64,
     pub plan_dependents: u64,
+    /// Pods per batch in `pods`.
+    pub pods: u64,
 }
 
 impl Settings {

@@ -222,6 +222,7 @@ mod tests {
             tenant_configmaps: 0,
             insight_objects: 100,
             plan_dependents: 1,
+            pods: 1,
         };
         let mut report = Report::new(Context::capture(1, 0.3));
         run(&settings, &mut report, false).await.unwrap();

@@ -7,6 +7,8 @@
 // Each suite uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod agent;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Output;

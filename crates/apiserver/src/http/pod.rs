@@ -1,0 +1,152 @@
+//! The Pod subresources that are not a view of the Pod itself: `binding` and `eviction`
+//! (POST; the registry decides, `registry/pods.rs`) and `log` (GET; the node agent running
+//! the Pod answers, [`crate::node_client`]).
+
+use axum::body::Body;
+use axum::response::Response;
+use http::{Method, StatusCode};
+use serde_json::Value;
+
+use super::AppState;
+use super::json_response;
+use super::path::ResourcePath;
+use super::resource::{decode_object, delete_options_from_json, read_body};
+use crate::registry::{Actor, DeleteOptions, WriteOptions, manager_from_user_agent};
+use crate::status::{ApiError, ApiResult};
+
+/// The subresources this module serves.
+pub const POD_SUBRESOURCES: [&str; 3] = ["binding", "eviction", "log"];
+
+pub(super) async fn pod_subresource(
+    state: &AppState,
+    path: &ResourcePath,
+    parts: &http::request::Parts,
+    body: Body,
+) -> ApiResult<Response> {
+    let (Some(namespace), Some(name), Some(subresource)) = (
+        path.namespace.as_deref(),
+        path.name.as_deref(),
+        path.subresource.as_deref(),
+    ) else {
+        return Err(ApiError::not_found(crate::status::Target {
+            group: "",
+            resource: "pods",
+            name: "",
+        }));
+    };
+    let expected = if subresource == "log" {
+        Method::GET
+    } else {
+        Method::POST
+    };
+    if parts.method != expected {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} is not supported on pods/{subresource}: use {expected}",
+            parts.method
+        )));
+    }
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+    let dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
+    let user_agent = parts
+        .headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let actor = Actor {
+        user: parts
+            .extensions
+            .get::<crate::authn::Identity>()
+            .map(|identity| identity.user.clone())
+            .unwrap_or_else(|| manager_from_user_agent(Some(&user_agent))),
+        user_agent,
+    };
+    let options = WriteOptions {
+        dry_run,
+        actor: Some(actor.clone()),
+        ..WriteOptions::default()
+    };
+    let registry = &state.registry;
+    match subresource {
+        "binding" => {
+            let binding = decode_object(&parts.headers, &read_body(body).await?)?;
+            check_kind(&binding, "Binding")?;
+            let bound = registry
+                .bind_pod(namespace, name, &binding, &options)
+                .await?;
+            let uid = crate::object::uid(&bound).to_string();
+            let mut answer = crate::status::success_status(
+                crate::status::Target {
+                    group: "",
+                    resource: "pods",
+                    name,
+                },
+                &uid,
+            );
+            answer["code"] = Value::from(201);
+            Ok(json_response(StatusCode::CREATED, &answer))
+        }
+        "eviction" => {
+            let eviction = decode_object(&parts.headers, &read_body(body).await?)?;
+            check_kind(&eviction, "Eviction")?;
+            let delete = match eviction.get("deleteOptions").filter(|v| !v.is_null()) {
+                Some(value) => delete_options_from_json(value, actor)?,
+                None => DeleteOptions {
+                    actor: Some(actor),
+                    ..DeleteOptions::default()
+                },
+            };
+            let answer = registry
+                .evict_pod(namespace, name, &eviction, delete, &options)
+                .await?;
+            Ok(json_response(StatusCode::CREATED, &answer))
+        }
+        _ => {
+            let pods = registry
+                .catalog()
+                .lookup("", "v1", "pods")
+                .ok_or_else(|| ApiError::internal("the pods resource is not served"))?;
+            let pod = registry.get(&pods, Some(namespace), name).await?;
+            let node_name = pod
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "pod {name} is not scheduled to a node yet: its logs are kept by the node that runs it"
+                    ))
+                })?;
+            let nodes = registry
+                .catalog()
+                .lookup("", "v1", "nodes")
+                .ok_or_else(|| ApiError::internal("the nodes resource is not served"))?;
+            let node = registry.get(&nodes, None, node_name).await?;
+            state
+                .node_client
+                .as_ref()
+                .ok_or_else(|| {
+                    ApiError::new(
+                        503,
+                        "ServiceUnavailable",
+                        "this server has no client for node agents",
+                    )
+                })?
+                .container_logs(&node, &pod, &query)
+                .await
+        }
+    }
+}
+
+/// A body of another kind is a 400, as upstream's decoder answers.
+fn check_kind(body: &Value, kind: &str) -> ApiResult<()> {
+    match body.get("kind").and_then(Value::as_str) {
+        None | Some("") => Ok(()),
+        Some(found) if found == kind => Ok(()),
+        Some(found) => Err(ApiError::bad_request(format!(
+            "the request body is a {found}, not a {kind}"
+        ))),
+    }
+}
