@@ -47,6 +47,9 @@ const LOG_OPTIONS: [&str; 7] = [
     "timestamps",
 ];
 
+/// The log options that are booleans.
+const BOOLEAN_LOG_OPTIONS: [&str; 3] = ["follow", "previous", "timestamps"];
+
 #[derive(Clone)]
 pub struct NodeClient {
     http: reqwest::Client,
@@ -84,7 +87,18 @@ impl NodeClient {
         for (key, value) in query {
             if LOG_OPTIONS.contains(&key.as_str()) {
                 validate_log_option(key, value)?;
-                forwarded.push((key.as_str(), value.as_str()));
+                // Booleans reach the agent as the API server decoded them, as upstream
+                // re-encodes its PodLogOptions.
+                let value = if BOOLEAN_LOG_OPTIONS.contains(&key.as_str()) {
+                    if crate::query::flag(Some(value)) {
+                        "true"
+                    } else {
+                        "false"
+                    }
+                } else {
+                    value.as_str()
+                };
+                forwarded.push((key.as_str(), value));
             }
         }
         let base = agent_url(node)?;
@@ -200,12 +214,6 @@ fn validate_log_option(key: &str, value: &str) -> ApiResult<()> {
     match key {
         "tailLines" => number(0, "must be a non-negative integer"),
         "limitBytes" | "sinceSeconds" => number(1, "must be a positive integer"),
-        "follow" | "previous" | "timestamps" => match value {
-            "" | "true" | "false" | "1" | "0" => Ok(()),
-            _ => Err(ApiError::bad_request(format!(
-                "invalid value {value:?} for {key}: use true or false"
-            ))),
-        },
         "sinceTime" => chrono::DateTime::parse_from_rfc3339(value)
             .map(|_| ())
             .map_err(|_| {
@@ -315,7 +323,10 @@ mod tests {
         assert!(validate_log_option("tailLines", "0").is_ok());
         assert!(validate_log_option("tailLines", "-1").is_err());
         assert!(validate_log_option("limitBytes", "0").is_err());
-        assert!(validate_log_option("follow", "yes").is_err());
+        assert!(
+            validate_log_option("follow", "yes").is_ok(),
+            "any value but false or 0 is true"
+        );
         assert!(validate_log_option("sinceTime", "2025-01-01T00:00:00Z").is_ok());
     }
 }

@@ -63,6 +63,23 @@ pub fn is_terminating(object: &Value) -> bool {
         .is_some_and(|t| !t.is_null())
 }
 
+/// The `status` of condition `kind` in the object's `status.conditions` (`True`, `False`,
+/// `Unknown`), if it has one.
+pub fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
+    condition(object, kind)
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+}
+
+/// Condition `kind` of the object's `status.conditions`, if it has one.
+pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
+
 pub fn labels(object: &Value) -> Option<&Map<String, Value>> {
     metadata(object)
         .and_then(|m| m.get("labels"))

@@ -703,6 +703,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         Builtin::new("batch", "v1", "Job", "jobs", true)
             .generation()
             .gc(crate::deletion::GcPolicy::OrphanDependents)
+            .defaulting(crate::kinds::job::default_job)
+            .validation(crate::kinds::job::validate_job)
             .in_all()
             .status()
             .fields(&["status.successful"])

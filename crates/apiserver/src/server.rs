@@ -85,6 +85,9 @@ pub struct ServerConfig {
     /// Run the garbage collector (on by default; tests of the API-side rules alone turn it
     /// off, as the spec's "GC stopped" scenarios do).
     pub garbage_collector: bool,
+    /// Run the Job controller (on by default; tests that place a Job's Pods by hand turn it
+    /// off, as envtest runs no controllers).
+    pub job_controller: bool,
     /// Connections, requests in flight and header time a client may hold.
     pub limits: ServingLimits,
     /// Timing of the controllers' Lease (`kube-system/finale-controllers`).
@@ -135,6 +138,7 @@ impl ServerConfig {
             namespace_controller: NamespaceControllerOptions::default(),
             node_lifecycle: Default::default(),
             garbage_collector: true,
+            job_controller: true,
             limits: ServingLimits::default(),
             leader_election: LeaderElectionOptions::default(),
             insight_api: true,
@@ -422,6 +426,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let registry = Arc::new(registry.fenced(Arc::clone(&fence)));
         let gc_view = gc_view.clone();
         let run_gc = config.garbage_collector;
+        let run_jobs = config.job_controller;
         let namespace_options = config.namespace_controller.clone();
         let node_lifecycle = config.node_lifecycle.clone();
         Box::new(move |term: CancellationToken| {
@@ -448,6 +453,15 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                         Arc::new(registry.acting_as(GARBAGE_COLLECTOR_USER)),
                         gc_metrics.clone(),
                         gc_view.clone(),
+                        term.clone(),
+                    ),
+                ));
+            }
+            if run_jobs {
+                tasks.push((
+                    "job",
+                    crate::controllers::job::spawn(
+                        Arc::new(registry.acting_as(crate::controllers::job::JOB_CONTROLLER_USER)),
                         term.clone(),
                     ),
                 ));

@@ -293,7 +293,8 @@ async fn orphan_keeps_the_dependents_without_their_reference() {
 
 #[tokio::test]
 async fn a_job_orphans_its_pods_by_default_and_background_deletes_them() {
-    let server = TestServer::start().await;
+    // The Job's Pod is placed by hand, so no Job controller may add Pods of its own.
+    let server = TestServer::start_with(|config| config.job_controller = false).await;
     let http = Http::new(&server);
     // Given a Job with a Pod it owns,
     let job = create(

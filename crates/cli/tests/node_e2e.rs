@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::agent::{Agent, alive, kill_processes_under};
-use common::{Env, eventually, finale};
+use common::{Env, eventually, finale, run_bounded};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -251,5 +251,100 @@ fn a_killed_agent_leaves_its_pods_terminating_until_it_returns_or_the_node_is_ou
     assert!(
         eventually(WAIT, || (!alive(second)).then_some(())).is_some(),
         "the returning agent left {second} running"
+    );
+}
+
+/// The official Python client (`kubernetes` 33, the 1.33 line) against a Node a real agent
+/// registered: typed list, read of `/status`, patches, a field selector and a watch. Its
+/// models refuse objects that lack required fields, so this also checks the agent's writes.
+const PYTHON_NODE_CLIENT: &str = r#"
+import json, sys
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+core = client.CoreV1Api()
+nodes = core.list_node().items
+node = nodes[0]
+name = node.metadata.name
+status = core.read_node_status(name).status
+lease = client.CoordinationV1Api().read_namespaced_lease(name, "kube-node-lease")
+core.patch_node(name, {"metadata": {"labels": {"finale.test/python": "yes"}}})
+core.patch_node(name, {"spec": {"unschedulable": True}})
+cordoned = [n.metadata.name for n in core.list_node(field_selector="spec.unschedulable=true").items]
+seen = []
+stream = watch.Watch()
+for event in stream.stream(core.list_node, label_selector="finale.test/python=yes", timeout_seconds=10):
+    seen.append([event["type"], event["object"].metadata.name, event["object"].spec.unschedulable])
+    stream.stop()
+core.patch_node(name, {"spec": {"unschedulable": False}})
+print(json.dumps({
+    "names": [n.metadata.name for n in nodes],
+    "ready": [c.status for c in status.conditions if c.type == "Ready"],
+    "addresses": [a.type for a in status.addresses],
+    "pods": status.capacity.get("pods"),
+    "runtime": status.node_info.container_runtime_version,
+    "port": status.daemon_endpoints.kubelet_endpoint.port,
+    "holder": lease.spec.holder_identity,
+    "cordoned": cordoned,
+    "watched": seen,
+}))
+"#;
+
+#[test]
+fn the_python_client_reads_patches_and_watches_nodes() {
+    let env = Env::start_with(&["--with-node"]);
+    let _reaper = Reaper(env.dir.path().to_path_buf());
+    let ready = eventually(WAIT, || {
+        let nodes = env.ok(&["get", "nodes", "--no-headers"]);
+        nodes.contains(" Ready ").then_some(nodes)
+    });
+    assert!(ready.is_some(), "no Ready Node{}", env.log());
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg("-c")
+        .arg(PYTHON_NODE_CLIENT)
+        .arg(&env.server.kubeconfig);
+    let run = run_bounded(command, "python3 (kubernetes client)".into());
+    assert!(
+        run.code == Some(0),
+        "the Python client failed (scripts/test installs it: python3 -m pip install 'kubernetes==33.1.0'): {}{}",
+        run.describe(),
+        env.log()
+    );
+    let answer: Value = run
+        .stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no JSON answer: {}", run.describe()));
+    let names = answer["names"].as_array().cloned().unwrap_or_default();
+    assert_eq!(names.len(), 1, "{answer:#}");
+    let name = names[0].clone();
+    assert_eq!(answer["ready"], json!(["True"]), "{answer:#}");
+    assert!(
+        answer["addresses"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("InternalIP")) && a.contains(&json!("Hostname"))),
+        "{answer:#}"
+    );
+    assert_eq!(answer["pods"], "110", "{answer:#}");
+    assert!(
+        answer["runtime"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("finale-process://")),
+        "{answer:#}"
+    );
+    assert!(answer["port"].as_i64().is_some_and(|p| p > 0), "{answer:#}");
+    assert_eq!(answer["holder"], name, "{answer:#}");
+    assert_eq!(answer["cordoned"], json!([name.clone()]), "{answer:#}");
+    assert_eq!(
+        answer["watched"],
+        json!([["ADDED", name, true]]),
+        "{answer:#}"
+    );
+    let node = env.get_json(&["node", name.as_str().unwrap_or_default()]);
+    assert_eq!(node["metadata"]["labels"]["finale.test/python"], "yes");
+    assert_ne!(
+        node["spec"]["unschedulable"], true,
+        "uncordoned again: {node:#}"
     );
 }

@@ -9,9 +9,11 @@
 //! # Guarantees
 //! - A state file is replaced atomically (temporary file, `fsync`, `rename`, `fsync` of the
 //!   directory): after a crash it holds either the previous or the new state, never a mix.
-//! - A container's state is written right after its process starts, before anything else
-//!   happens to the pod, so a crash leaves at most the process started in that instant
-//!   unrecorded.
+//! - A container's state is written right after its process starts, and before the pod's
+//!   status says anything more to the API ([`StateWriter::settled`]), so a crash leaves at
+//!   most the process started in that instant unrecorded.
+//! - Writes happen on tokio's blocking pool ([`StateWriter`]), one pod's in order, so the
+//!   `fsync`s of many pods proceed together and never stall the agent's other pods.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -128,6 +130,72 @@ pub(crate) fn save(dir: &Path, state: &PodState) -> anyhow::Result<()> {
     write().with_context(|| format!("write {}", path.display()))
 }
 
+/// Writes one pod's state file off the async runtime: [`StateWriter::save`] queues the newest
+/// state (replacing one not yet written) and returns at once; a task writes it with [`save`]
+/// on the blocking pool.
+pub(crate) struct StateWriter {
+    pending: Option<tokio::sync::watch::Sender<Option<(u64, PodState)>>>,
+    written: tokio::sync::watch::Receiver<u64>,
+    queued: u64,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl StateWriter {
+    /// A writer for the pod directory `dir`; `pod` names it in error logs.
+    pub(crate) fn spawn(dir: PathBuf, pod: String) -> StateWriter {
+        let (pending, mut next) = tokio::sync::watch::channel::<Option<(u64, PodState)>>(None);
+        let (done, written) = tokio::sync::watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            while next.changed().await.is_ok() {
+                let Some((version, state)) = next.borrow_and_update().clone() else {
+                    continue;
+                };
+                let target = dir.clone();
+                let result = tokio::task::spawn_blocking(move || save(&target, &state)).await;
+                match result {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(%pod, error = format!("{error:#}"), "cannot record the pod state");
+                    }
+                    Err(error) => {
+                        tracing::error!(%pod, %error, "the pod state writer failed");
+                    }
+                }
+                // Also after a failure: waiting for it would wait forever; it is logged.
+                done.send_replace(version);
+            }
+        });
+        StateWriter {
+            pending: Some(pending),
+            written,
+            queued: 0,
+            task: Some(task),
+        }
+    }
+
+    /// Queues `state` to be written.
+    pub(crate) fn save(&mut self, state: PodState) {
+        if let Some(pending) = &self.pending {
+            self.queued += 1;
+            pending.send_replace(Some((self.queued, state)));
+        }
+    }
+
+    /// Returns once everything queued so far is written (or its failure logged).
+    pub(crate) async fn settled(&mut self) {
+        let queued = self.queued;
+        let _ = self.written.wait_for(|written| *written >= queued).await;
+    }
+
+    /// Writes what is queued, then stops.
+    pub(crate) async fn close(&mut self) {
+        self.pending = None;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
 /// Reads one pod's state; `None` when it has none (never started anything).
 pub(crate) fn load(dir: &Path) -> anyhow::Result<Option<PodState>> {
     let path = dir.join(STATE_FILE);
@@ -182,6 +250,40 @@ pub(crate) fn load_all(root: &Path) -> anyhow::Result<BTreeMap<String, Option<Po
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_writer_keeps_the_newest_state_and_settles_before_answering() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod = pod_dir(dir.path(), "uid-2");
+        std::fs::create_dir_all(&pod).expect("mkdir");
+        let mut writer = StateWriter::spawn(pod.clone(), "default/web".into());
+        for restarts in 0..50u32 {
+            let mut state = PodState::new("uid-2", "default", "web");
+            state.containers.insert(
+                "app".into(),
+                ContainerRecord {
+                    restart_count: restarts,
+                    current: None,
+                    last_terminated: None,
+                },
+            );
+            writer.save(state);
+        }
+        writer.settled().await;
+        let written = load(&pod).expect("load").expect("a state");
+        assert_eq!(
+            written.containers["app"].restart_count, 49,
+            "the newest state wins"
+        );
+        writer.close().await;
+        // Closed: nothing more is written, and saving is harmless.
+        writer.save(PodState::new("uid-2", "default", "later"));
+        writer.settled().await;
+        assert_eq!(
+            load(&pod).expect("load").map(|s| s.name),
+            Some("web".to_string())
+        );
+    }
 
     #[test]
     fn state_round_trips_and_replaces_atomically() {

@@ -124,9 +124,12 @@ impl Attributes {
             let query: Vec<_> =
                 form_urlencoded::parse(query.unwrap_or_default().as_bytes()).collect();
             if verb == "get" {
-                let watch = query
-                    .iter()
-                    .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+                let watch = crate::query::flag(
+                    query
+                        .iter()
+                        .find(|(k, _)| k == "watch")
+                        .map(|(_, v)| v.as_ref()),
+                );
                 verb = if watch { "watch" } else { "list" }.to_string();
             }
             if let Some(selected) = query

@@ -3,12 +3,14 @@
 //!
 //! All but the CRD serving loop run on one replica, under the controllers' Lease
 //! ([`leadership`]): the garbage collector, the namespace, CRD and ClusterRole aggregation
-//! controllers, the [`scheduler`] and the [`node_lifecycle`] controller.
+//! controllers, the [`job`] controller, the [`scheduler`] and the [`node_lifecycle`]
+//! controller.
 
 pub mod clusterrole_aggregation;
 pub mod crd;
 pub mod events;
 pub mod gc;
+pub mod job;
 pub mod leadership;
 pub mod namespace;
 pub mod node_lifecycle;

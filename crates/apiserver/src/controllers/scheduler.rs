@@ -309,14 +309,7 @@ fn infeasible(pod: &Value, node: &Value, running: i64) -> Option<String> {
 /// The taint the node lifecycle controller puts (or is about to put) on a Node whose Ready
 /// condition is False or Unknown. A Node without one is taken as it is, as upstream does.
 fn readiness_taint(node: &Value) -> Option<&'static str> {
-    let ready = node
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-        .and_then(|c| c.get("status").and_then(Value::as_str));
-    match ready {
+    match object::condition_status(node, "Ready") {
         Some("False") => Some(taints::NOT_READY),
         Some("Unknown") => Some(taints::UNREACHABLE),
         _ => None,

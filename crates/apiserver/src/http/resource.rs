@@ -43,14 +43,8 @@ impl Query {
         self.0.get(key).map(String::as_str)
     }
 
-    fn flag(&self, key: &str) -> ApiResult<bool> {
-        match self.get(key) {
-            None | Some("") | Some("false") | Some("0") => Ok(false),
-            Some("true") | Some("1") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "invalid value {other:?} for {key}: use true or false"
-            ))),
-        }
+    fn flag(&self, key: &str) -> bool {
+        crate::query::flag(self.get(key))
     }
 
     fn number(&self, key: &str) -> ApiResult<Option<i64>> {
@@ -220,7 +214,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         subresource,
     };
     match (&parts.method, resource_path.name.as_deref()) {
-        (&Method::GET, None) if query.flag("watch")? => request.watch().await,
+        (&Method::GET, None) if query.flag("watch") => request.watch().await,
         (&Method::GET, None) => request.list().await,
         (&Method::GET, Some(name)) => request.get(name).await,
         (&Method::POST, None) => request.create(read_body(body).await?).await,
@@ -628,7 +622,7 @@ impl ResourceRequest<'_> {
 
     async fn watch(&self) -> ApiResult<Response> {
         let options = self.query.list_options()?;
-        let send_initial_events = self.query.flag("sendInitialEvents")?;
+        let send_initial_events = self.query.flag("sendInitialEvents");
         if send_initial_events && options.resource_version_match.as_deref() != Some("NotOlderThan")
         {
             return Err(ApiError::invalid(
@@ -646,7 +640,7 @@ impl ResourceRequest<'_> {
             // Without a timeout the stream is long-lived; upstream picks 30–60 minutes.
             _ => Duration::from_secs(rand::rng().random_range(1800..3600)),
         };
-        let bookmarks = self.query.flag("allowWatchBookmarks")?;
+        let bookmarks = self.query.flag("allowWatchBookmarks");
         let stream = self
             .state
             .registry
@@ -758,7 +752,7 @@ impl ResourceRequest<'_> {
                 )));
             }
         };
-        if self.query.flag("force")? {
+        if self.query.flag("force") {
             return Err(ApiError::invalid(
                 "PatchOptions",
                 "meta.k8s.io",
@@ -837,7 +831,7 @@ impl ResourceRequest<'_> {
             .get("fieldManager")
             .filter(|m| !m.is_empty())
             .map(str::to_string);
-        let force = self.query.flag("force")?;
+        let force = self.query.flag("force");
         let written = self
             .state
             .registry
@@ -873,7 +867,7 @@ impl ResourceRequest<'_> {
                 .map(str::to_string),
             orphan_dependents: match self.query.get("orphanDependents") {
                 None | Some("") => None,
-                Some(_) => Some(self.query.flag("orphanDependents")?),
+                Some(_) => Some(self.query.flag("orphanDependents")),
             },
             preconditions: Preconditions::default(),
             actor: Some(self.actor()),

@@ -65,15 +65,7 @@ impl Explainer<'_> {
             .any(|t| t.get("key").and_then(Value::as_str) == Some(OUT_OF_SERVICE));
         // The node lifecycle controller's verdict counts too: it judges the Lease by
         // --node-monitor-grace-period, which may be shorter than the Lease's own duration.
-        let judged_unknown = stored
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Ready")
-                    && c.get("status").and_then(Value::as_str) == Some("Unknown")
-            });
+        let judged_unknown = object::condition_status(&stored, "Ready") == Some("Unknown");
         Ok(match self.lease(NODE_LEASE_NAMESPACE, &node_name).await? {
             LeaseState::Live { renewed, .. } if !out_of_service && !judged_unknown => Agent::Live {
                 node: node_name,

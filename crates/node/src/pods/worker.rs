@@ -205,6 +205,7 @@ pub(crate) struct Worker {
     status_retry_at: Option<Instant>,
     delete_retry_at: Option<Instant>,
     saved: Option<PodState>,
+    state_writer: state::StateWriter,
     done: bool,
     events: mpsc::UnboundedSender<Event>,
     inbox: mpsc::UnboundedReceiver<Event>,
@@ -389,6 +390,7 @@ impl Worker {
         }
         let (events, inbox) = mpsc::unbounded_channel();
         let saved = adopted.clone();
+        let state_writer = state::StateWriter::spawn(dir.clone(), pod_ref.display().to_string());
         Worker {
             pod_ref,
             dir,
@@ -408,6 +410,7 @@ impl Worker {
             status_retry_at: None,
             delete_retry_at: None,
             saved,
+            state_writer,
             done: false,
             events,
             inbox,
@@ -432,13 +435,13 @@ impl Worker {
             let wake = self.next_wake();
             tokio::select! {
                 _ = self.shutdown.cancelled() => {
-                    self.leave_running();
+                    self.leave_running().await;
                     return;
                 }
                 changed = updates.changed() => {
                     if changed.is_err() {
                         // The manager is gone: the agent is stopping.
-                        self.leave_running();
+                        self.leave_running().await;
                         return;
                     }
                     let update = updates.borrow_and_update().clone();
@@ -456,6 +459,7 @@ impl Worker {
             &self.pod_ref.name,
             &self.pod_ref.uid,
         );
+        self.state_writer.close().await;
         if let Err(error) = std::fs::remove_dir_all(&self.dir)
             && error.kind() != std::io::ErrorKind::NotFound
         {
@@ -547,7 +551,7 @@ impl Worker {
 
     /// At agent shutdown: the processes keep running (the kubelet's behaviour); only the
     /// agent's own helpers stop, and the state is on disk.
-    fn leave_running(&mut self) {
+    async fn leave_running(&mut self) {
         for rt in &mut self.containers {
             rt.stop_probes();
             if let Some(stop) = &mut rt.stop
@@ -557,6 +561,7 @@ impl Worker {
             }
         }
         self.persist();
+        self.state_writer.close().await;
     }
 
     fn next_wake(&self) -> Option<Instant> {
@@ -1538,6 +1543,9 @@ impl Worker {
         if self.last_status.as_ref() == Some(&projected) {
             return true;
         }
+        // What the API is told, the disk holds first: a process reported running is one a
+        // restarted agent can adopt.
+        self.state_writer.settled().await;
         let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.pod_ref.namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -1620,13 +1628,8 @@ impl Worker {
         if self.saved.as_ref() == Some(&state) {
             return;
         }
-        match state::save(&self.dir, &state) {
-            Ok(()) => self.saved = Some(state),
-            Err(error) => {
-                tracing::error!(pod = %self.pod_ref.display(), error = format!("{error:#}"),
-                    "cannot record the pod state");
-            }
-        }
+        self.state_writer.save(state.clone());
+        self.saved = Some(state);
     }
 }
 
