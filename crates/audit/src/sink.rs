@@ -28,6 +28,9 @@ use rotate::{Clock, RotatingFile, Rotation};
 /// (`defaultBatchBufferSize`); beyond it, [`AuditLog::log`] blocks.
 pub const QUEUE_CAPACITY: usize = 10_000;
 
+/// The most bytes of queued lines the writer joins into one `write`.
+pub const BATCH_BYTES: usize = 256 * 1024;
+
 /// Lumberjack's size when `--audit-log-maxsize` is 0 (`defaultMaxSize`): 0 does not turn
 /// rotation off.
 pub const DEFAULT_MAX_SIZE_MB: u64 = 100;
@@ -202,7 +205,9 @@ fn ensure_log_file(path: &Path) -> Result<(), AuditLogError> {
 /// # Guarantees
 /// - Events are written in the order `log` was called (from one thread; calls racing from
 ///   several threads are written in the order they reached the queue), one JSON object per
-///   line, each line in one `write` call.
+///   line. The lines waiting in the queue when the writer looks are written together, with
+///   one `write` call (at most [`BATCH_BYTES`], whole lines only), so a busy server makes
+///   few system calls; a batch that would cross the rotation size is written line by line.
 /// - When [`AuditLog::flush`] returns, every event logged before it is in the file (in the
 ///   OS, not necessarily on disk: upstream does not `fsync` either).
 /// - [`AuditLog::close`] (and dropping the log) writes everything queued, then stops.
@@ -365,12 +370,30 @@ fn write_loop(mut output: Output, queue: &Receiver<Message>, counters: &Counters
         counters.errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!(target_file = %target, %audit_id, %error, "audit event not written");
     };
-    while let Ok(message) = queue.recv() {
+    // Reused for every batch: the lines joined, and whose they are.
+    let mut joined: Vec<u8> = Vec::new();
+    let mut batch: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut held: Option<Message> = None;
+    while let Some(message) = held.take().or_else(|| queue.recv().ok()) {
         match message {
             Message::Line { audit_id, line } => {
-                if let Err(error) = output.write(&line) {
-                    fail(&audit_id, &error);
+                let mut bytes = line.len();
+                batch.push((audit_id, line));
+                while bytes < BATCH_BYTES {
+                    match queue.try_recv() {
+                        Ok(Message::Line { audit_id, line }) => {
+                            bytes += line.len();
+                            batch.push((audit_id, line));
+                        }
+                        // A flush or close waits for the lines before it: keep it for after.
+                        Ok(other) => {
+                            held = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
                 }
+                output.write_batch(&mut batch, &mut joined, &fail);
             }
             Message::Flush(done) => {
                 output.flush();
@@ -402,6 +425,40 @@ fn write_loop(mut output: Output, queue: &Receiver<Message>, counters: &Counters
 }
 
 impl Output {
+    /// Writes `batch` (emptied) with one `write` where it fits, else line by line; a failure
+    /// is reported for every line it concerns.
+    fn write_batch(
+        &mut self,
+        batch: &mut Vec<(String, Vec<u8>)>,
+        joined: &mut Vec<u8>,
+        fail: &dyn Fn(&str, &dyn std::fmt::Display),
+    ) {
+        let total: usize = batch.iter().map(|(_, line)| line.len()).sum();
+        let together = batch.len() > 1
+            && match self {
+                Output::Stdout => true,
+                Output::File(file) => file.fits(total as u64),
+            };
+        if together {
+            joined.clear();
+            for (_, line) in batch.iter() {
+                joined.extend_from_slice(line);
+            }
+            if let Err(error) = self.write(joined) {
+                for (audit_id, _) in batch.iter() {
+                    fail(audit_id, &error);
+                }
+            }
+        } else {
+            for (audit_id, line) in batch.iter() {
+                if let Err(error) = self.write(line) {
+                    fail(audit_id, &error);
+                }
+            }
+        }
+        batch.clear();
+    }
+
     fn write(&mut self, line: &[u8]) -> io::Result<()> {
         match self {
             Output::Stdout => io::stdout().lock().write_all(line),

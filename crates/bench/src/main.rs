@@ -103,6 +103,11 @@ struct Cli {
     /// Pods created, deleted and failed per batch (pods).
     #[arg(long, global = true, value_name = "N", default_value_t = 100)]
     pods: u64,
+    /// Where the audited server of rbac-create writes its audit log (default: beside its
+    /// store, on the same filesystem); a directory on another filesystem, e.g. /dev/shm,
+    /// separates the log's disk writes from the store's.
+    #[arg(long, global = true, value_name = "DIR")]
+    audit_log_dir: Option<std::path::PathBuf>,
 }
 
 /// The most objects a deletion scenario will create in one run.
@@ -261,6 +266,7 @@ async fn main() -> anyhow::Result<()> {
         insight_objects: cli.insight_objects,
         plan_dependents: cli.plan_dependents,
         pods: cli.pods,
+        audit_log_dir: cli.audit_log_dir.clone(),
     };
     if !(100..=MAX_OBJECTS).contains(&settings.insight_objects)
         || !(1..=MAX_OBJECTS).contains(&settings.plan_dependents)

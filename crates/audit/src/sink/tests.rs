@@ -281,6 +281,50 @@ fn flush_waits_for_everything_queued() {
 }
 
 #[test]
+fn queued_events_are_written_together_in_order_and_still_rotate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("audit.log");
+    // Room for 150 lines: the 400 queued below cannot go out in one write.
+    let log = AuditLogOptions::new(&path)
+        .open_log_with(150 * line_len(), ticking_clock())
+        .expect("opens");
+    let release = log.pause();
+    for n in 0..400 {
+        log.log(&event(n));
+    }
+    drop(release);
+    log.flush().expect("flushes");
+    let mut written: Vec<String> = backups(dir.path())
+        .iter()
+        .flat_map(|name| lines(&dir.path().join(name)))
+        .collect();
+    written.extend(lines(&path));
+    let ids: Vec<String> = written
+        .iter()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).expect("a JSON line")["auditID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let expected: Vec<String> = (0..400).map(|n| event(n).audit_id).collect();
+    assert_eq!(
+        ids, expected,
+        "every event once, in order, across the rotations"
+    );
+    assert!(
+        !backups(dir.path()).is_empty(),
+        "the batch crossed the size limit"
+    );
+    assert!(
+        fs::metadata(&path).expect("log").len() <= 150 * line_len(),
+        "no file grew past the limit"
+    );
+    assert_eq!((log.events_total(), log.errors_total()), (400, 0));
+}
+
+#[test]
 fn events_after_close_are_errors_and_flush_says_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("audit.log");

@@ -61,6 +61,8 @@ pub struct Settings {
     pub plan_dependents: u64,
     /// Pods per batch in `pods`.
     pub pods: u64,
+    /// Where `rbac-create`'s audited server writes its log; None: beside its store.
+    pub audit_log_dir: Option<PathBuf>,
 }
 
 impl Settings {

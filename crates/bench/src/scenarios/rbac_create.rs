@@ -200,7 +200,9 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
     let binary = locate_binary(settings.finale_bin.as_deref())?;
     let dir = tempfile::tempdir().context("create a temporary data directory")?;
     let plain = prepare(binary.clone(), &dir.path().join("plain"), Vec::new()).await?;
-    let audit_log = dir.path().join("audit.log");
+    let log_dir = tempfile::tempdir_in(settings.audit_log_dir.as_deref().unwrap_or(dir.path()))
+        .context("create the audit log's directory")?;
+    let audit_log = log_dir.path().join("audit.log");
     let audited = prepare(
         binary,
         &dir.path().join("audited"),
