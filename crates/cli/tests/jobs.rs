@@ -327,7 +327,9 @@ fn a_finished_job_with_a_ttl_is_deleted_with_its_pods() {
     let (env, _reaper) = start();
     env.ok_with_stdin(
         &["apply", "-f", "-"],
-        &job_manifest("brief", json!({"ttlSecondsAfterFinished": 1}), "exit 0"),
+        // Long enough to see the Job finished first: times have whole seconds, as upstream's,
+        // so the Job may go up to a second early.
+        &job_manifest("brief", json!({"ttlSecondsAfterFinished": 4}), "exit 0"),
     );
     let done = wait_job(&env, "brief", "Complete", |j| {
         condition(j, "Complete").is_some()
