@@ -435,25 +435,12 @@ impl JobController {
             }
         }
         for pod in &to_delete {
-            let options = DeleteOptions {
-                preconditions: Preconditions {
-                    uid: Some(object::uid(pod).to_string()),
-                    ..Preconditions::default()
-                },
-                ..DeleteOptions::default()
-            };
-            match self
-                .registry
-                .delete(&self.pods, Some(namespace), object::name(pod), &options)
-                .await
-            {
-                Ok(_) => events.push((
+            if self.delete_pinned(&self.pods, pod, None).await? {
+                events.push((
                     "Normal",
                     "SuccessfulDelete",
                     format!("Deleted pod: {}", object::name(pod)),
-                )),
-                Err(error) if error.code == 404 || error.code == 409 => {}
-                Err(error) => return Err(error),
+                ));
             }
         }
         let ready = active
@@ -539,10 +526,27 @@ impl JobController {
         {
             return Ok(Some(left));
         }
+        if self
+            .delete_pinned(&self.jobs, job, Some("Foreground"))
+            .await?
+        {
+            tracing::info!(job = %object::name(job), "deleted a finished Job whose ttlSecondsAfterFinished ran out");
+        }
+        Ok(None)
+    }
+
+    /// Deletes `object` only while it is the same object (a uid precondition); true when this
+    /// call deleted it, false when it was gone or replaced already.
+    async fn delete_pinned(
+        &self,
+        resource: &ResourceType,
+        object: &Value,
+        propagation: Option<&str>,
+    ) -> ApiResult<bool> {
         let options = DeleteOptions {
-            propagation_policy: Some("Foreground".into()),
+            propagation_policy: propagation.map(str::to_string),
             preconditions: Preconditions {
-                uid: Some(object::uid(job).to_string()),
+                uid: Some(object::uid(object).to_string()),
                 ..Preconditions::default()
             },
             ..DeleteOptions::default()
@@ -550,18 +554,15 @@ impl JobController {
         match self
             .registry
             .delete(
-                &self.jobs,
-                object::namespace(job),
-                object::name(job),
+                resource,
+                object::namespace(object),
+                object::name(object),
                 &options,
             )
             .await
         {
-            Ok(_) => {
-                tracing::info!(job = %object::name(job), "deleted a finished Job whose ttlSecondsAfterFinished ran out");
-                Ok(None)
-            }
-            Err(error) if error.code == 404 || error.code == 409 => Ok(None),
+            Ok(_) => Ok(true),
+            Err(error) if error.code == 404 || error.code == 409 => Ok(false),
             Err(error) => Err(error),
         }
     }
