@@ -40,6 +40,7 @@ pub mod claims;
 pub mod figures;
 pub mod plan;
 mod pod_agent;
+mod reached;
 pub mod removal;
 pub mod review;
 pub mod runtime_config;

@@ -135,8 +135,8 @@ impl Snapshot {
     }
 
     /// As [`Snapshot::list`], with each object trimmed to what deletion decisions read (type
-    /// meta, the metadata of [`KEPT_METADATA`], and a Namespace's or Pod's `spec`): for
-    /// reading many objects whose bodies do not matter.
+    /// meta, the metadata of [`KEPT_METADATA`], and a Namespace's or Pod's `spec` and
+    /// `status`): for reading many objects whose bodies do not matter.
     pub async fn list_trimmed(
         &self,
         resource: &ResourceType,
@@ -145,22 +145,43 @@ impl Snapshot {
         let Source::Store(store) = &self.source else {
             return self.list(resource, namespace).await;
         };
-        let keep_spec = resource.is_namespace() || resource.graceful;
+        let keep_body = resource.is_namespace() || resource.graceful;
         self.range_decoded(store, resource, namespace, |kv| {
-            decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_spec)
+            decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_body)
+                .map(|object| served(resource, object))
         })
         .await
     }
 
+    /// Every object of `resource` under `namespace` at this revision, in the caller's own
+    /// form: `from_stored` decodes one stored value (its key, bytes and revision; the
+    /// stored `apiVersion` is the storage version, see [`served`]), `from_object` converts
+    /// one object of an in-memory copy (already served). For callers that read many objects
+    /// and keep a few fields of each, without a `serde_json::Value` per object.
+    pub async fn list_as<T: Send>(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        from_stored: impl Fn(&finale_store::KeyValue) -> ApiResult<T> + Sync,
+        from_object: impl Fn(Value) -> T,
+    ) -> ApiResult<Vec<T>> {
+        let Source::Store(store) = &self.source else {
+            let objects = self.list(resource, namespace).await?;
+            return Ok(objects.into_iter().map(from_object).collect());
+        };
+        self.range_decoded(store, resource, namespace, from_stored)
+            .await
+    }
+
     /// Every stored object of `resource` under `namespace` at this revision, each decoded by
-    /// `decode` and served.
-    async fn range_decoded(
+    /// `decode`.
+    async fn range_decoded<T: Send>(
         &self,
         store: &Arc<dyn Store>,
         resource: &ResourceType,
         namespace: Option<&str>,
-        decode: impl Fn(&finale_store::KeyValue) -> ApiResult<Value> + Sync,
-    ) -> ApiResult<Vec<Value>> {
+        decode: impl Fn(&finale_store::KeyValue) -> ApiResult<T> + Sync,
+    ) -> ApiResult<Vec<T>> {
         let prefix = resource.collection_prefix(namespace);
         let response = store
             .range(RangeRequest {
@@ -169,7 +190,7 @@ impl Snapshot {
                 revision: self.revision,
             })
             .await?;
-        let decode_one = |kv: &finale_store::KeyValue| decode(kv).map(|o| served(resource, o));
+        let decode_one = &decode;
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         if response.kvs.len() < PARALLEL_DECODE_MIN || threads < 2 {
             return response.kvs.iter().map(decode_one).collect();
@@ -177,7 +198,7 @@ impl Snapshot {
         // Decoding is pure CPU work on bytes already read: a plan over ten thousand objects
         // spends most of its time here, so large ranges are decoded on every core at once.
         let chunk = response.kvs.len().div_ceil(threads);
-        let decoded: Vec<ApiResult<Vec<Value>>> = std::thread::scope(|scope| {
+        let decoded: Vec<ApiResult<Vec<T>>> = std::thread::scope(|scope| {
             let workers: Vec<_> = response
                 .kvs
                 .chunks(chunk)
@@ -217,7 +238,7 @@ impl Snapshot {
             Source::Store(store) => store,
         };
         self.range_decoded(store, resource, namespace, |kv| {
-            decode(&kv.key, &kv.value, kv.mod_revision)
+            decode(&kv.key, &kv.value, kv.mod_revision).map(|object| served(resource, object))
         })
         .await
     }
@@ -227,12 +248,13 @@ impl Snapshot {
 const PARALLEL_DECODE_MIN: usize = 2_048;
 
 /// What deletion decisions read of an object: `apiVersion`, `kind`, the metadata fields of
-/// [`KEPT_METADATA`], and (for kinds whose `spec` matters to deletion: Namespaces, Pods)
-/// `spec`. Everything else (a ConfigMap's data, most specs, every status, `managedFields`) is
+/// [`KEPT_METADATA`], and (for kinds whose body matters to deletion: Namespaces, Pods)
+/// `spec` and `status`. Everything else (a ConfigMap's data, most specs, every status, `managedFields`) is
 /// skipped while parsing, never allocated: a plan over ten thousand objects costs their
 /// identity, references and finalizers, not their bodies.
 struct Trimmed {
-    keep_spec: bool,
+    /// Keep `spec` and `status` (a Pod's grace period reads its phase).
+    keep_body: bool,
 }
 
 /// The top-level fields [`Trimmed`] tells apart, read without allocating the key.
@@ -243,6 +265,7 @@ enum TopField {
     Kind,
     Metadata,
     Spec,
+    Status,
     #[serde(other)]
     Other,
 }
@@ -312,14 +335,17 @@ impl<'de> serde::de::Visitor<'de> for Trimmed {
                 TopField::Kind => {
                     object.insert("kind".into(), map.next_value()?);
                 }
-                TopField::Spec if self.keep_spec => {
+                TopField::Spec if self.keep_body => {
                     object.insert("spec".into(), map.next_value()?);
+                }
+                TopField::Status if self.keep_body => {
+                    object.insert("status".into(), map.next_value()?);
                 }
                 TopField::Metadata => {
                     object.insert("metadata".into(), map.next_value_seed(KeptMetadata)?);
                 }
                 // Data, status, and the specs deletion does not read.
-                TopField::Spec | TopField::Other => {
+                TopField::Spec | TopField::Status | TopField::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
             }
@@ -363,29 +389,28 @@ fn decode_trimmed(
     key: &[u8],
     value: &[u8],
     revision: Revision,
-    keep_spec: bool,
+    keep_body: bool,
 ) -> ApiResult<Value> {
     use serde::de::DeserializeSeed;
     let mut deserializer = serde_json::Deserializer::from_slice(value);
-    let mut object = Trimmed { keep_spec }
+    let mut object = Trimmed { keep_body }
         .deserialize(&mut deserializer)
-        .map_err(|e| {
-            ApiError::internal(format!(
-                "stored object at {} is not valid JSON: {e}",
-                String::from_utf8_lossy(key)
-            ))
-        })?;
+        .map_err(|e| undecodable(key, e))?;
     set_resource_version(&mut object, revision);
     Ok(object)
 }
 
+/// The error for a stored value that does not decode: the store holds only what the
+/// registry wrote, so this is a server fault, named by its key.
+pub(crate) fn undecodable(key: &[u8], error: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(format!(
+        "stored object at {} is not valid JSON: {error}",
+        String::from_utf8_lossy(key)
+    ))
+}
+
 fn decode(key: &[u8], value: &[u8], revision: Revision) -> ApiResult<Value> {
-    let mut object: Value = serde_json::from_slice(value).map_err(|e| {
-        ApiError::internal(format!(
-            "stored object at {} is not valid JSON: {e}",
-            String::from_utf8_lossy(key)
-        ))
-    })?;
+    let mut object: Value = serde_json::from_slice(value).map_err(|e| undecodable(key, e))?;
     set_resource_version(&mut object, revision);
     Ok(object)
 }

@@ -35,7 +35,7 @@
 mod graph;
 mod view;
 
-pub use view::{Dependent, GcView, GcWork};
+pub use view::{Dependent, DependentGroup, GcView, GcWork};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

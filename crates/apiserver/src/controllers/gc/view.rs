@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::graph::{Graph, Item};
+use super::graph::{Graph, Identity, Item, Node};
 
 /// Why an item is being retried: how often it failed and the last error.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +71,19 @@ pub struct Dependent {
     pub block_owner_deletion: bool,
 }
 
+/// An owner's dependents of one type in one namespace, as the graph knows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DependentGroup {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    /// How many dependents the group has.
+    pub count: usize,
+    /// Each of them, sorted by name; empty when `count` is above the caller's `list_up_to`
+    /// (a caller that reads the whole collection does not need them one by one).
+    pub members: Vec<Dependent>,
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -89,7 +102,7 @@ impl GcView {
                     .unwrap_or_default()
                     .to_string()
             };
-            let identity = super::graph::Identity {
+            let identity = Identity {
                 api_version: text("apiVersion"),
                 kind: text("kind"),
                 namespace: crate::object::meta_str(object, "namespace")
@@ -217,4 +230,98 @@ impl GcView {
         });
         Some(dependents)
     }
+
+    /// The dependents the graph knows for each owner of `uids` (by position; empty for an
+    /// owner the graph does not know), grouped by type and namespace, each group listed one
+    /// by one only when it has at most `list_up_to` members. Groups are sorted by kind,
+    /// namespace and apiVersion, members by name.
+    ///
+    /// One lock for every owner asked about: a plan asks about each of ten thousand
+    /// dependents in turn (most have none). For an owner of ten thousand dependents of one
+    /// type this copies no dependent: a caller that reads their whole collection anyway
+    /// needs only the count.
+    pub fn dependent_groups_of(
+        &self,
+        uids: &[&str],
+        list_up_to: usize,
+    ) -> Vec<Vec<DependentGroup>> {
+        let graph = lock(&self.graph);
+        let mut answers: Vec<Vec<DependentGroup>> = uids
+            .iter()
+            .map(|uid| groups_in(&graph, uid, list_up_to))
+            .collect();
+        drop(graph);
+        for groups in &mut answers {
+            for group in groups.iter_mut() {
+                group.members.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+            }
+            groups.sort_unstable_by(|a, b| {
+                (&a.kind, &a.namespace, &a.api_version).cmp(&(
+                    &b.kind,
+                    &b.namespace,
+                    &b.api_version,
+                ))
+            });
+        }
+        answers
+    }
+}
+
+/// The dependents of `uid` in `graph`, grouped (unsorted); see
+/// [`GcView::dependent_groups_of`].
+fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup> {
+    let Some(node) = graph.nodes.get(uid) else {
+        return Vec::new();
+    };
+    if node.dependents.is_empty() {
+        return Vec::new();
+    }
+    // One lookup per dependent; an owner's dependents fall into a few groups (usually
+    // one), so a group is found by a short scan rather than by hashing every identity.
+    let mut groups: Vec<(&Identity, Vec<(&String, &Node)>)> = Vec::new();
+    for dependent_uid in &node.dependents {
+        let Some(dependent) = graph.nodes.get(dependent_uid) else {
+            continue;
+        };
+        if dependent.virtual_node {
+            continue;
+        }
+        let identity = &dependent.identity;
+        let same_group = |(group, _): &&mut (&Identity, _)| {
+            group.kind == identity.kind
+                && group.namespace == identity.namespace
+                && group.api_version == identity.api_version
+        };
+        match groups.iter_mut().find(same_group) {
+            Some((_, members)) => members.push((dependent_uid, dependent)),
+            None => groups.push((identity, vec![(dependent_uid, dependent)])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(identity, members)| DependentGroup {
+            api_version: identity.api_version.clone(),
+            kind: identity.kind.clone(),
+            namespace: identity.namespace.clone(),
+            count: members.len(),
+            members: if members.len() > list_up_to {
+                Vec::new()
+            } else {
+                members
+                    .into_iter()
+                    .map(|(dependent_uid, dependent)| Dependent {
+                        uid: dependent_uid.clone(),
+                        api_version: dependent.identity.api_version.clone(),
+                        kind: dependent.identity.kind.clone(),
+                        namespace: dependent.identity.namespace.clone(),
+                        name: dependent.identity.name.clone(),
+                        block_owner_deletion: dependent
+                            .owners
+                            .iter()
+                            .any(|o| o.uid == uid && o.block_owner_deletion),
+                    })
+                    .collect()
+            },
+        })
+        .collect()
 }
