@@ -62,7 +62,7 @@ use serde_json::Value;
 use super::api::{CauseNode, CauseState, CauseType, ExternalResource, ObjectRef, PlanStatus};
 use super::pod_agent::{Agent, agent_evidence};
 use super::reached::{Reached, Reference};
-use super::review::{self, Explainer, evidence, node, object_ref, plural, worst};
+use super::review::{self, Explainer, evidence, node, object_ref, plural};
 use super::snapshot::Snapshot;
 use crate::controllers::gc::{DependentGroup, GcView};
 use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
@@ -1049,7 +1049,13 @@ impl<'a> Planner<'a> {
             }
         }
 
-        let mut causes = self.tree(&outcomes, &meanwhile, &effective, policy.is_none());
+        let mut causes = self.tree(
+            &outcomes,
+            &meanwhile,
+            &effective,
+            policy.is_none(),
+            max_nodes,
+        );
         review::limit_nodes(&mut causes, max_nodes);
         let summary = summarize(&shown, &plan, self.gc.running());
         // Where a slow plan spends its time, for `RUST_LOG=finale_apiserver::insight=debug`.
@@ -1079,51 +1085,107 @@ impl<'a> Planner<'a> {
     }
 
     /// The tree: each reached object under the object it was reached from, with its
-    /// finalizers' causes first.
+    /// finalizers' causes first, dependents in order (the worst first), cut as
+    /// [`review::limit_nodes`] cuts it to `max_nodes`.
+    ///
+    /// Dependents past the first `max_nodes` of one object are always cut by that limit, so
+    /// they are not built: they are summed into the `More` node the limit would make. An
+    /// owner of ten thousand dependents builds 500 nodes, not ten thousand.
     fn tree(
         &self,
         outcomes: &[Option<Outcome>],
         meanwhile: &[Option<Meanwhile>],
         policy: &str,
         default_policy: bool,
+        max_nodes: usize,
     ) -> Vec<CauseNode> {
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        let count = self.nodes.len();
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); count];
         for (index, node) in self.nodes.iter().enumerate() {
-            if let (true, Some(parent)) = (node.in_scope, node.parent) {
+            if let (true, Some(parent), Some(_)) = (node.in_scope, node.parent, &outcomes[index]) {
                 children[parent].push(index);
             }
         }
-        // Built leaves first: a node's index is always above its parent's.
-        let mut built: Vec<Option<CauseNode>> = vec![None; self.nodes.len()];
-        for index in (0..self.nodes.len()).rev() {
+        let holds_shown = |index: usize| -> &[Hold] {
+            match outcomes[index] {
+                Some(Outcome::Deleted) => &self.nodes[index].holds,
+                _ => &[],
+            }
+        };
+        // Leaves first (a node's index is always above its parent's): each node's state (the
+        // worst below it, as the built node would have it) and how many nodes are below it.
+        let mut state = vec![CauseState::Progressing; count];
+        let mut below = vec![0usize; count];
+        for index in (0..count).rev() {
+            if outcomes[index].is_none() {
+                continue;
+            }
+            let (mut worst_below, mut nodes) = (own_state(meanwhile[index]), 0);
+            for hold in holds_shown(index) {
+                worst_below = worst_below.max(hold.cause.state);
+                nodes += 1 + review::count_nodes(&hold.cause);
+            }
+            for &child in &children[index] {
+                worst_below = worst_below.max(state[child]);
+                nodes += 1 + below[child];
+            }
+            (state[index], below[index]) = (worst_below, nodes);
+        }
+        // Parents first: each node's dependents in order, and the tail past `max_nodes`
+        // summed (with everything below it) instead of built.
+        let key = |index: usize| {
+            (
+                std::cmp::Reverse(state[index]),
+                outcome_type(outcomes[index].as_ref()),
+                &self.nodes[index].this,
+            )
+        };
+        let mut tails: Vec<Option<CauseNode>> = vec![None; count];
+        let mut cut = vec![false; count];
+        for index in 0..count {
+            if cut[index] {
+                for &child in &children[index] {
+                    cut[child] = true;
+                }
+                continue;
+            }
+            children[index].sort_by(|&a, &b| key(a).cmp(&key(b)));
+            if children[index].len() > max_nodes {
+                let tail = children[index].split_off(max_nodes);
+                let worst_cut = tail
+                    .iter()
+                    .map(|&c| state[c])
+                    .fold(CauseState::Progressing, std::cmp::max);
+                let nodes = tail.iter().map(|&c| 1 + below[c]).sum();
+                tails[index] = Some(review::more_node(tail.len(), nodes, worst_cut));
+                for child in tail {
+                    cut[child] = true;
+                }
+            }
+        }
+        // Leaves first again: the nodes that can be shown, built.
+        let mut built: Vec<Option<CauseNode>> = (0..count).map(|_| None).collect();
+        for index in (0..count).rev() {
             let Some(outcome) = &outcomes[index] else {
                 continue;
             };
-            let node = &self.nodes[index];
-            let mut cause = self.describe(index, outcome, meanwhile[index], policy, default_policy);
-            let mut below: Vec<CauseNode> = Vec::new();
-            if *outcome == Outcome::Deleted {
-                below.extend(node.holds.iter().map(|h| h.cause.clone()));
+            if cut[index] {
+                continue;
             }
-            // Indices are sorted, not the nodes: an owner of ten thousand dependents would
-            // otherwise move megabytes of nodes around while sorting.
-            let mut order: Vec<usize> = children[index]
-                .iter()
-                .copied()
-                .filter(|&c| built[c].is_some())
-                .collect();
-            let key = |c: usize| {
-                built[c]
-                    .as_ref()
-                    .map(|n| (std::cmp::Reverse(n.state), n.type_, &n.object))
-            };
-            order.sort_by(|&a, &b| key(a).cmp(&key(b)));
-            below.extend(order.into_iter().filter_map(|c| built[c].take()));
-            cause.state = worst(cause.state, &below);
-            cause.children = below;
+            let mut cause = self.describe(index, outcome, meanwhile[index], policy, default_policy);
+            let mut shown: Vec<CauseNode> =
+                holds_shown(index).iter().map(|h| h.cause.clone()).collect();
+            shown.extend(children[index].iter().filter_map(|&c| built[c].take()));
+            shown.extend(tails[index].take());
+            cause.state = state[index];
+            cause.children = shown;
             built[index] = Some(cause);
         }
-        built[0].take().into_iter().collect()
+        built
+            .first_mut()
+            .and_then(Option::take)
+            .into_iter()
+            .collect()
     }
 
     fn describe(
@@ -1219,6 +1281,25 @@ impl<'a> Planner<'a> {
                 cause
             }
         }
+    }
+}
+
+/// The state an object's own line has, before what is below it: stuck while a hang lasts.
+fn own_state(meanwhile: Option<Meanwhile>) -> CauseState {
+    match meanwhile {
+        Some(Meanwhile::Hangs | Meanwhile::WaitsTerminating | Meanwhile::WaitsNotStarted) => {
+            CauseState::Stuck
+        }
+        _ => CauseState::Progressing,
+    }
+}
+
+/// The cause type an object's line has for its outcome.
+fn outcome_type(outcome: Option<&Outcome>) -> CauseType {
+    match outcome {
+        Some(Outcome::Orphaned(_)) => CauseType::Orphans,
+        Some(Outcome::Kept(_)) => CauseType::Keeps,
+        _ => CauseType::Deletes,
     }
 }
 

@@ -924,7 +924,8 @@ fn blocks_owner(dependent: &Value, owner_uid: &str) -> bool {
 
 /// Keeps at most `max` nodes, breadth first (so the top of the tree survives), replacing
 /// what is cut from each list of children with one `More` node that counts it. `More` nodes
-/// themselves do not count against `max`.
+/// themselves do not count against `max`. A `More` node already in a list (a builder that
+/// summed a long tail itself, see [`more_node`]) counts for what it stands for.
 pub fn limit_nodes(roots: &mut Vec<CauseNode>, max: usize) {
     let mut remaining = max;
     let mut level: Vec<&mut Vec<CauseNode>> = vec![roots];
@@ -936,17 +937,13 @@ pub fn limit_nodes(roots: &mut Vec<CauseNode>, max: usize) {
             let cut: Vec<CauseNode> = list.split_off(keep);
             if !cut.is_empty() {
                 let state = worst(CauseState::Progressing, &cut);
-                let omitted = cut.len() + cut.iter().map(count_nodes).sum::<usize>();
-                let mut more = node(
-                    None,
-                    CauseType::More,
-                    state,
-                    format!("…and {} more", cut.len()),
-                    None,
-                );
-                evidence(&mut more, "omitted", cut.len().to_string());
-                evidence(&mut more, "omittedNodes", omitted.to_string());
-                list.push(more);
+                let (count, omitted) =
+                    cut.iter()
+                        .fold((0, 0), |(count, omitted), node| match summed_tail(node) {
+                            Some((more, nodes)) => (count + more, omitted + nodes),
+                            None => (count + 1, omitted + 1 + count_nodes(node)),
+                        });
+                list.push(more_node(count, omitted, state));
             }
             for kept in list.iter_mut().take(keep) {
                 next.push(&mut kept.children);
@@ -956,8 +953,32 @@ pub fn limit_nodes(roots: &mut Vec<CauseNode>, max: usize) {
     }
 }
 
+/// The `More` node standing for `count` cut siblings and `omitted_nodes` nodes in all
+/// (them and everything below them), the worst of them in `state`.
+pub(crate) fn more_node(count: usize, omitted_nodes: usize, state: CauseState) -> CauseNode {
+    let mut more = node(
+        None,
+        CauseType::More,
+        state,
+        format!("…and {count} more"),
+        None,
+    );
+    evidence(&mut more, "omitted", count.to_string());
+    evidence(&mut more, "omittedNodes", omitted_nodes.to_string());
+    more
+}
+
+/// What a `More` node stands for: (siblings, nodes in all); None for other nodes.
+fn summed_tail(node: &CauseNode) -> Option<(usize, usize)> {
+    if node.type_ != CauseType::More {
+        return None;
+    }
+    let number = |key: &str| node.evidence.get(key)?.parse::<usize>().ok();
+    Some((number("omitted")?, number("omittedNodes")?))
+}
+
 /// Nodes below `node` (not counting itself).
-fn count_nodes(node: &CauseNode) -> usize {
+pub(crate) fn count_nodes(node: &CauseNode) -> usize {
     node.children.len() + node.children.iter().map(count_nodes).sum::<usize>()
 }
 
@@ -1016,6 +1037,38 @@ mod tests {
             children[3].state,
             CauseState::Stuck,
             "a cut stuck child stays visible"
+        );
+    }
+
+    #[test]
+    fn a_tail_summed_in_advance_is_cut_exactly_as_the_whole_list_would_be() {
+        let children = |count: usize| -> Vec<CauseNode> {
+            (0..count)
+                .map(|i| {
+                    let mut child = leaf(&format!("child-{i}"), CauseState::Progressing);
+                    if i == 7 {
+                        child.state = CauseState::Stuck;
+                        child.children = vec![leaf("grandchild", CauseState::Stuck)];
+                    }
+                    child
+                })
+                .collect()
+        };
+        let mut whole = leaf("parent", CauseState::Stuck);
+        whole.children = children(12);
+        let mut summed = leaf("parent", CauseState::Stuck);
+        summed.children = children(5);
+        // Children 5..12: seven siblings, eight nodes with child-7's grandchild, one stuck.
+        summed.children.push(more_node(7, 8, CauseState::Stuck));
+        let (mut whole, mut summed) = (vec![whole], vec![summed]);
+        limit_nodes(&mut whole, 4);
+        limit_nodes(&mut summed, 4);
+        assert_eq!(whole, summed);
+        let more = &whole[0].children[3];
+        assert_eq!(more.message, "…and 9 more");
+        assert_eq!(
+            more.evidence.get("omittedNodes").map(String::as_str),
+            Some("10")
         );
     }
 
