@@ -43,6 +43,11 @@ pub fn finalizers(object: &Value) -> Vec<String> {
     string_list(metadata(object).and_then(|m| m.get("finalizers")))
 }
 
+/// A Namespace's `spec.finalizers` tokens (the namespace controller's `kubernetes`, say).
+pub fn spec_finalizers(namespace: &Value) -> Vec<String> {
+    string_list(namespace.pointer("/spec/finalizers"))
+}
+
 /// The strings of a JSON list (others skipped); empty when `value` is not a list.
 pub fn string_list(value: Option<&Value>) -> Vec<String> {
     value

@@ -513,21 +513,10 @@ impl Node {
     /// A namespace's `spec.finalizers` tokens; none for other kinds.
     fn spec_tokens(&self) -> Vec<String> {
         match &self.body {
-            Some(body) if self.resource.is_namespace() => spec_finalizers(body),
+            Some(body) if self.resource.is_namespace() => object::spec_finalizers(body),
             _ => Vec::new(),
         }
     }
-}
-
-/// A namespace's `spec.finalizers` tokens.
-fn spec_finalizers(namespace: &Value) -> Vec<String> {
-    namespace
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_string))
-        .collect()
 }
 
 /// `Kind` for the core group, `Kind.group` otherwise: the per-kind count's key.

@@ -275,7 +275,7 @@ impl<'a> Explainer<'a> {
                 causes.push(grace);
             }
             if resource.is_namespace() {
-                for token in spec_finalizers(object) {
+                for token in object::spec_finalizers(object) {
                     if token == NAMESPACE_FINALIZER {
                         causes.push(self.namespace_content(&this, object, depth).await?);
                     } else {
@@ -896,17 +896,6 @@ impl<'a> Explainer<'a> {
         cause.children = children;
         Ok(cause)
     }
-}
-
-/// A namespace's `spec.finalizers` tokens.
-fn spec_finalizers(namespace: &Value) -> Vec<String> {
-    namespace
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_string))
-        .collect()
 }
 
 /// Whether `dependent` references `owner_uid` with `blockOwnerDeletion: true`.
