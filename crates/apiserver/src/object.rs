@@ -43,6 +43,28 @@ pub fn finalizers(object: &Value) -> Vec<String> {
     string_list(metadata(object).and_then(|m| m.get("finalizers")))
 }
 
+/// One `metadata.ownerReferences` entry, as the garbage collector and deletion insight read
+/// it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub block_owner_deletion: bool,
+}
+
+/// `blockOwnerDeletion: null` reads as false, as an absent one does.
+fn null_is_false<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(<Option<bool> as serde::Deserialize>::deserialize(deserializer)?.unwrap_or(false))
+}
+
 /// A Namespace's `spec.finalizers` tokens (the namespace controller's `kubernetes`, say).
 pub fn spec_finalizers(namespace: &Value) -> Vec<String> {
     string_list(namespace.pointer("/spec/finalizers"))

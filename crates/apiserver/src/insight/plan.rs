@@ -61,12 +61,12 @@ use serde_json::Value;
 
 use super::api::{CauseNode, CauseState, CauseType, ExternalResource, ObjectRef, PlanStatus};
 use super::pod_agent::{Agent, agent_evidence};
-use super::reached::{Reached, Reference};
+use super::reached::Reached;
 use super::review::{self, Explainer, evidence, node, object_ref, plural};
-use super::snapshot::Snapshot;
+use super::snapshot::{Snapshot, deletion_reads_body};
 use crate::controllers::gc::{DependentGroup, GcView};
 use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
-use crate::object;
+use crate::object::{self, OwnerReference};
 use crate::registry::DeleteOptions;
 use crate::resources::{Catalog, ResourceType};
 use crate::status::ApiResult;
@@ -116,7 +116,8 @@ struct Node {
     this: ObjectRef,
     finalizers: Vec<String>,
     terminating: bool,
-    references: Vec<Reference>,
+    /// Its `ownerReferences`, taken when they are resolved into `owners`.
+    references: Vec<OwnerReference>,
     /// The object itself where it was read whole (see [`Reached::body`]).
     body: Option<Value>,
     /// In the DELETE's reach: the target, its dependents, a namespace's content.
@@ -615,7 +616,7 @@ impl<'a> Planner<'a> {
         resource: &Arc<ResourceType>,
         namespace: Option<&str>,
     ) -> ApiResult<Vec<Reached>> {
-        if resource.is_namespace() || resource.graceful {
+        if deletion_reads_body(resource) {
             let objects = self.snapshot.list_trimmed(resource, namespace).await?;
             return Ok(objects
                 .into_iter()
@@ -751,7 +752,6 @@ impl<'a> Planner<'a> {
                     block: reference.block_owner_deletion,
                 });
             }
-            self.nodes[index].references = references;
             self.nodes[index].owners = links;
         }
         Ok(())
@@ -815,8 +815,12 @@ impl<'a> Planner<'a> {
     }
 
     /// Where one reference of the in-scope object `index` points (GC8, GC17, GC19, GC20).
-    async fn resolve_owner(&mut self, index: usize, reference: &Reference) -> ApiResult<RefTarget> {
-        let Reference {
+    async fn resolve_owner(
+        &mut self,
+        index: usize,
+        reference: &OwnerReference,
+    ) -> ApiResult<RefTarget> {
+        let OwnerReference {
             api_version,
             kind,
             name,

@@ -22,25 +22,9 @@ use serde_json::Value;
 use super::api::ObjectRef;
 use super::review::object_ref;
 use super::snapshot::undecodable;
-use crate::object;
+use crate::object::{self, OwnerReference};
 use crate::resources::ResourceType;
 use crate::status::ApiResult;
-
-/// One `metadata.ownerReferences` entry, as deletion reads it.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Reference {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub uid: String,
-    #[serde(default, deserialize_with = "null_is_false")]
-    pub block_owner_deletion: bool,
-}
 
 /// One object as a plan reads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,7 +34,7 @@ pub struct Reached {
     /// `metadata.deletionTimestamp` is set.
     pub terminating: bool,
     /// Its references with a uid (the collector ignores the others).
-    pub references: Vec<Reference>,
+    pub references: Vec<OwnerReference>,
     /// The object itself, for objects read one by one and kinds whose body deletion reads;
     /// None for objects decoded from bulk reads.
     pub body: Option<Value>,
@@ -64,7 +48,7 @@ impl Reached {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|r| Reference::deserialize(r).ok())
+            .filter_map(|r| OwnerReference::deserialize(r).ok())
             .filter(|r| !r.uid.is_empty())
             .collect();
         Reached {
@@ -136,12 +120,7 @@ struct StoredMetadata {
     #[serde(default)]
     deletion_timestamp: Option<serde::de::IgnoredAny>,
     #[serde(default)]
-    owner_references: Option<Vec<Reference>>,
-}
-
-/// `blockOwnerDeletion: null` reads as false, as an absent one does.
-fn null_is_false<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))
+    owner_references: Option<Vec<OwnerReference>>,
 }
 
 #[cfg(test)]

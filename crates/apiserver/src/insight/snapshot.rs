@@ -145,7 +145,7 @@ impl Snapshot {
         let Source::Store(store) = &self.source else {
             return self.list(resource, namespace).await;
         };
-        let keep_body = resource.is_namespace() || resource.graceful;
+        let keep_body = deletion_reads_body(resource);
         self.range_decoded(store, resource, namespace, |kv| {
             decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_body)
                 .map(|object| served(resource, object))
@@ -244,13 +244,19 @@ impl Snapshot {
     }
 }
 
+/// Whether deletion decisions read the body of `resource`'s objects (a Namespace's
+/// `spec.finalizers`, a Pod's grace period, node and phase), not only their metadata.
+pub(crate) fn deletion_reads_body(resource: &ResourceType) -> bool {
+    resource.is_namespace() || resource.graceful
+}
+
 /// Ranges at least this long are decoded on several threads.
 const PARALLEL_DECODE_MIN: usize = 2_048;
 
 /// What deletion decisions read of an object: `apiVersion`, `kind`, the metadata fields of
 /// [`KEPT_METADATA`], and (for kinds whose body matters to deletion: Namespaces, Pods)
-/// `spec` and `status`. Everything else (a ConfigMap's data, most specs, every status, `managedFields`) is
-/// skipped while parsing, never allocated: a plan over ten thousand objects costs their
+/// `spec` and `status`. Everything else (a ConfigMap's data, other kinds' specs and statuses,
+/// `managedFields`) is skipped while parsing, never allocated: a plan over ten thousand objects costs their
 /// identity, references and finalizers, not their bodies.
 struct Trimmed {
     /// Keep `spec` and `status` (a Pod's grace period reads its phase).
@@ -344,7 +350,7 @@ impl<'de> serde::de::Visitor<'de> for Trimmed {
                 TopField::Metadata => {
                     object.insert("metadata".into(), map.next_value_seed(KeptMetadata)?);
                 }
-                // Data, status, and the specs deletion does not read.
+                // Data, and the specs and statuses deletion does not read.
                 TopField::Spec | TopField::Status | TopField::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }

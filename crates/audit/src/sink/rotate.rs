@@ -66,12 +66,12 @@ impl RotatingFile {
         }
     }
 
-    /// Writes one event's line, rotating first if needed (lumberjack's `Write`).
     /// Whether `len` more bytes go into the open file without a rotation.
     pub(crate) fn fits(&self, len: u64) -> bool {
         self.file.is_some() && self.size + len <= self.rotation.max_bytes
     }
 
+    /// Writes one event's line, rotating first if needed (lumberjack's `Write`).
     pub(crate) fn write(&mut self, line: &[u8]) -> io::Result<()> {
         let len = line.len() as u64;
         let max = self.rotation.max_bytes;

@@ -25,7 +25,7 @@ use lru::LruCache;
 use serde_json::Value;
 
 use crate::deletion::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
-use crate::object;
+use crate::object::{self, OwnerReference};
 
 /// How many owners known to be absent are remembered; upstream's garbage collector keeps
 /// the same number (`NewReferenceCache(500)`).
@@ -43,20 +43,10 @@ pub struct Identity {
     pub name: String,
 }
 
-/// One `metadata.ownerReferences` entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnerRef {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-    pub block_owner_deletion: bool,
-}
-
 #[derive(Debug)]
 pub struct Node {
     pub identity: Identity,
-    pub owners: Vec<OwnerRef>,
+    pub owners: Vec<OwnerReference>,
     pub dependents: HashSet<String>,
     /// Terminating (deletionTimestamp set).
     pub being_deleted: bool,
@@ -93,14 +83,14 @@ impl Default for Graph {
     }
 }
 
-pub fn owner_refs(object: &Value) -> Vec<OwnerRef> {
+pub fn owner_refs(object: &Value) -> Vec<OwnerReference> {
     object
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|r| {
-            Some(OwnerRef {
+            Some(OwnerReference {
                 api_version: r.get("apiVersion")?.as_str()?.to_string(),
                 kind: r.get("kind")?.as_str()?.to_string(),
                 name: r.get("name")?.as_str()?.to_string(),

@@ -49,13 +49,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deletion::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use crate::object;
+use crate::object::OwnerReference;
 use crate::registry::{
     DeleteOptions, ListOptions, Preconditions, Registry, Subresource, WriteOptions,
 };
 use crate::resources::ResourceType;
 use crate::status::ApiResult;
 use crate::watch_cache::CachedEvent;
-use graph::{Graph, Identity, Item, OwnerRef, has_finalizer, owner_refs};
+use graph::{Graph, Identity, Item, has_finalizer, owner_refs};
 use view::Failure;
 
 /// How many items are worked on at once. Deletes are durable writes; running many lets
@@ -531,7 +532,7 @@ impl Collector {
         &self,
         dependent_type: &ResourceType,
         dependent: &Value,
-        owner: &OwnerRef,
+        owner: &OwnerReference,
     ) -> Result<Reference, String> {
         let Some(owner_type) = self.type_for(&owner.api_version, &owner.kind) else {
             return Err(format!(
@@ -575,7 +576,7 @@ impl Collector {
         &self,
         dependent_type: &ResourceType,
         dependent: &Value,
-        owner: &OwnerRef,
+        owner: &OwnerReference,
     ) {
         let namespace = object::meta_str(dependent, "namespace").unwrap_or_default();
         let elsewhere =

@@ -202,26 +202,8 @@ impl GcView {
     pub fn dependents(&self, uid: &str) -> Option<Vec<Dependent>> {
         let graph = lock(&self.graph);
         let node = graph.nodes.get(uid)?;
-        let mut dependents: Vec<Dependent> = node
-            .dependents
-            .iter()
-            .filter_map(|dependent_uid| {
-                let dependent = graph.nodes.get(dependent_uid)?;
-                if dependent.virtual_node {
-                    return None;
-                }
-                Some(Dependent {
-                    uid: dependent_uid.clone(),
-                    api_version: dependent.identity.api_version.clone(),
-                    kind: dependent.identity.kind.clone(),
-                    namespace: dependent.identity.namespace.clone(),
-                    name: dependent.identity.name.clone(),
-                    block_owner_deletion: dependent
-                        .owners
-                        .iter()
-                        .any(|o| o.uid == uid && o.block_owner_deletion),
-                })
-            })
+        let mut dependents: Vec<Dependent> = observed_dependents(&graph, node)
+            .map(|(dependent_uid, dependent)| dependent_of(uid, dependent_uid, dependent))
             .collect();
         // Sorted for a stable answer, after the graph's lock is let go.
         drop(graph);
@@ -279,13 +261,7 @@ fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup>
     // One lookup per dependent; an owner's dependents fall into a few groups (usually
     // one), so a group is found by a short scan rather than by hashing every identity.
     let mut groups: Vec<(&Identity, Vec<(&String, &Node)>)> = Vec::new();
-    for dependent_uid in &node.dependents {
-        let Some(dependent) = graph.nodes.get(dependent_uid) else {
-            continue;
-        };
-        if dependent.virtual_node {
-            continue;
-        }
+    for (dependent_uid, dependent) in observed_dependents(graph, node) {
         let identity = &dependent.identity;
         let same_group = |(group, _): &&mut (&Identity, _)| {
             group.kind == identity.kind
@@ -309,19 +285,36 @@ fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup>
             } else {
                 members
                     .into_iter()
-                    .map(|(dependent_uid, dependent)| Dependent {
-                        uid: dependent_uid.clone(),
-                        api_version: dependent.identity.api_version.clone(),
-                        kind: dependent.identity.kind.clone(),
-                        namespace: dependent.identity.namespace.clone(),
-                        name: dependent.identity.name.clone(),
-                        block_owner_deletion: dependent
-                            .owners
-                            .iter()
-                            .any(|o| o.uid == uid && o.block_owner_deletion),
-                    })
+                    .map(|(dependent_uid, dependent)| dependent_of(uid, dependent_uid, dependent))
                     .collect()
             },
         })
         .collect()
+}
+
+/// `node`'s dependents that the graph has observed: owners referenced but never observed
+/// (virtual nodes) are not dependents.
+fn observed_dependents<'g>(
+    graph: &'g Graph,
+    node: &'g Node,
+) -> impl Iterator<Item = (&'g String, &'g Node)> {
+    node.dependents.iter().filter_map(|dependent_uid| {
+        let dependent = graph.nodes.get(dependent_uid)?;
+        (!dependent.virtual_node).then_some((dependent_uid, dependent))
+    })
+}
+
+/// One dependent of the owner `owner_uid`, as a [`Dependent`].
+fn dependent_of(owner_uid: &str, dependent_uid: &str, dependent: &Node) -> Dependent {
+    Dependent {
+        uid: dependent_uid.to_string(),
+        api_version: dependent.identity.api_version.clone(),
+        kind: dependent.identity.kind.clone(),
+        namespace: dependent.identity.namespace.clone(),
+        name: dependent.identity.name.clone(),
+        block_owner_deletion: dependent
+            .owners
+            .iter()
+            .any(|o| o.uid == owner_uid && o.block_owner_deletion),
+    }
 }
