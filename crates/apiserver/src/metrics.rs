@@ -49,6 +49,11 @@ struct FinalizerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlanLabels {
+    dependents: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     request_kind: &'static str,
 }
@@ -93,6 +98,7 @@ pub struct Metrics {
     pending: Family<FinalizerLabels, Gauge>,
     unclaimed: Gauge,
     oldest_stuck: Gauge<f64, AtomicU64>,
+    plans: Family<PlanLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -102,6 +108,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one deletion plan whose dependents were found in `dependents` (`collector`
+    /// or `store`).
+    pub fn count_plan(&self, dependents: &'static str) {
+        self.plans.get_or_create(&PlanLabels { dependents }).inc();
+    }
+
     /// Adds the garbage collector's gauges (`apiserver_garbage_collector_*`).
     pub fn register_garbage_collector(&self, gc: &crate::controllers::gc::GcMetrics) {
         let mut registry = self
@@ -219,6 +231,14 @@ impl Metrics {
             "How long the oldest object held by an unclaimed finalizer or a dead claimed controller has been deleting; 0 when none",
             oldest_stuck.clone(),
         );
+        let plans = Family::<PlanLabels, Counter>::default();
+        deletion_registry.register(
+            "finale_deletion_plans",
+            "Deletion plans answered, by where their dependents were found: dependents=\"collector\" \
+             (the garbage collector's graph, exactly at the plan's revision) or \"store\" (read \
+             from the store: the graph was not at that revision)",
+            plans.clone(),
+        );
         let metrics = Metrics {
             registry: Mutex::new(registry),
             requests,
@@ -230,6 +250,7 @@ impl Metrics {
             pending,
             unclaimed,
             oldest_stuck,
+            plans,
         };
         metrics.set_store_health(&StoreHealth::Serving);
         metrics

@@ -12,6 +12,10 @@ use serde_json::{Value, json};
 
 use crate::validation::NameRule;
 
+/// The storage prefix under which every API object is stored, and which the watch cache
+/// follows; other keys (finalizer provenance, say) are the server's own.
+pub const OBJECTS_PREFIX: &str = "/registry/";
+
 /// How an object of this kind is filled in on create (the "PrepareForCreate" hook).
 pub type DefaultingHook = fn(&mut Value);
 
@@ -135,7 +139,7 @@ impl ResourceType {
         }
     }
 
-    /// The storage key prefix of every object of this type. One prefix per group and
+    /// The storage key prefix of every object of this type (under [`OBJECTS_PREFIX`]). One prefix per group and
     /// resource (not per version), so that versions of one resource share storage.
     pub fn key_prefix(&self) -> String {
         let group = if self.group.is_empty() {
@@ -143,7 +147,7 @@ impl ResourceType {
         } else {
             &self.group
         };
-        format!("/registry/{group}/{}/", self.plural)
+        format!("{OBJECTS_PREFIX}{group}/{}/", self.plural)
     }
 
     /// The prefix of the objects in one namespace, or of all objects when `namespace` is None.

@@ -542,7 +542,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             service_accounts: Some(Arc::new(service_account_tokens)),
         }),
         authorizer: Arc::clone(&authorizer),
-        metrics,
+        metrics: Arc::clone(&metrics),
         server_address: local_addr.to_string(),
         shutdown: shutdown.clone(),
         health: Arc::new(Health {
@@ -557,7 +557,8 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         )),
         insight: Arc::new(
             crate::insight::Insight::new(Arc::clone(&registry), gc_view, terminating)
-                .with_leadership(leader.clone()),
+                .with_leadership(leader.clone())
+                .with_metrics(Arc::clone(&metrics)),
         ),
         audit: audit.clone(),
         node_client: Some(Arc::new(

@@ -269,7 +269,7 @@ impl WatchCache {
     }
 
     async fn follow_store(self: Arc<Self>) {
-        let everything = prefix_range(b"/registry/");
+        let everything = prefix_range(crate::resources::OBJECTS_PREFIX.as_bytes());
         loop {
             let from = self.head();
             let stream = tokio::select! {

@@ -595,11 +595,12 @@ async fn a_missing_target_is_gone_and_kube_rs_reads_plans() {
     server.shutdown().await;
 }
 
-/// An owner with more dependents of one type than the planner reads one by one (it then reads
-/// their collection once, without bodies, and decodes that many on several threads): the same
-/// answer, finalizers and other owners included.
+/// An owner with many dependents of one type, planned once nothing has been written since
+/// the collector caught up: their references and finalizers are taken from its graph, with
+/// the same answer a read of the store gives (finalizers and other owners included).
+/// `plans_during_writes_answer_at_the_revision_they_report` covers the store's side.
 #[tokio::test]
-async fn an_owner_of_many_dependents_is_planned_from_one_collection_read() {
+async fn an_owner_of_many_dependents_is_planned_from_the_collectors_graph() {
     let server = TestServer::start().await;
     let http = Http::new(&server);
     let ns = "default";
@@ -632,5 +633,109 @@ async fn an_owner_of_many_dependents_is_planned_from_one_collection_read() {
     assert_eq!(counts["kept"], 1);
     assert_eq!(counts["hangs"], 1);
     assert_eq!(counts["hangCauses"][0]["object"]["name"], "held");
+    // Nothing was written since the collector caught up: it answered from its graph.
+    assert_eq!(
+        http.metric("finale_deletion_plans_total{dependents=\"collector\"}")
+            .await,
+        Some(1.0),
+        "the plan should have taken its dependents from the collector's graph"
+    );
+    server.shutdown().await;
+}
+
+/// The dependents a plan of one owner deletes: `deleted` minus the owner itself.
+fn dependents_planned(status: &Value) -> u64 {
+    status["plan"]["deleted"]
+        .as_u64()
+        .expect("a count of deletions")
+        - 1
+}
+
+/// Plans answered while dependents of their target are being created: each one counts
+/// exactly the dependents the store held at the `resourceVersion` it reports, whether it took
+/// them from the collector's graph (exactly at that revision) or read the store. The count of
+/// plans by source on `/metrics` adds up.
+#[tokio::test]
+async fn plans_during_writes_answer_at_the_revision_they_report() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let ns = "default";
+    let owner = create(&http, config_map(ns, "owner", &[], &[])).await;
+    let owner_uid = uid(&owner);
+    // Above the planner's threshold for reading a collection whole (64).
+    for i in 0..70 {
+        create(
+            &http,
+            config_map(ns, &format!("early-{i}"), &[(&owner, false)], &[]),
+        )
+        .await;
+    }
+    const LATE: usize = 150;
+    let writer = {
+        let http = Http::new(&server);
+        let owner = owner.clone();
+        tokio::spawn(async move {
+            for i in 0..LATE {
+                create(
+                    &http,
+                    config_map(ns, &format!("late-{i}"), &[(&owner, false)], &[]),
+                )
+                .await;
+            }
+        })
+    };
+    let mut counts = Vec::new();
+    // Bounded: at most 60 plans, however slow the writer.
+    while counts.len() < 60 {
+        let writing = !writer.is_finished();
+        let spec = json!({"target": target("v1", "ConfigMap", ns, "owner"), "mode": "Plan",
+            "maxNodes": 5});
+        let body = json!({"apiVersion": "deletion.finale.dev/v1alpha1",
+            "kind": "DeletionReview", "spec": spec});
+        let status = http.post(REVIEWS, &body).await.expect(201)["status"].clone();
+        let revision = status["resourceVersion"]
+            .as_str()
+            .expect("a resourceVersion");
+        let listed = http
+            .get(&format!(
+                "/api/v1/namespaces/{ns}/configmaps?resourceVersion={revision}&resourceVersionMatch=Exact"
+            ))
+            .await
+            .expect(200);
+        let at_revision = listed["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|item| {
+                item["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner_uid.as_str()))
+            })
+            .count() as u64;
+        assert_eq!(
+            dependents_planned(&status),
+            at_revision,
+            "plan at resourceVersion {revision}: {status:#}"
+        );
+        counts.push(at_revision);
+        if !writing {
+            break;
+        }
+    }
+    writer.await.expect("the writer");
+    let plans = counts.len();
+    // The precondition: plans ran while the dependents were being written.
+    counts.dedup();
+    assert!(
+        counts.len() >= 3,
+        "the plans should have seen the writes in progress: {counts:?}"
+    );
+    let by_source = |source: &str| {
+        let http = &http;
+        let name = format!("finale_deletion_plans_total{{dependents=\"{source}\"}}");
+        async move { http.metric(&name).await.unwrap_or(0.0) }
+    };
+    let answered = by_source("collector").await + by_source("store").await;
+    assert_eq!(answered, plans as f64, "plans counted by source");
     server.shutdown().await;
 }

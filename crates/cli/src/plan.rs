@@ -111,7 +111,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             &review.spec,
         )
         .await
-        .map_err(|error| anyhow::anyhow!("cannot plan: {}", error.message))?;
+        .map_err(|error| anyhow::anyhow!("cannot plan: {}", error.message))?
+        .status;
         (status, Some(copy))
     };
     let text = match args.output {

@@ -225,6 +225,10 @@ impl StoreHealth {
 /// watcher cannot keep up; the caller re-watches from the last revision it saw.
 pub type WatchStream = BoxStream<'static, StoreResult<WatchEvent>>;
 
+/// How many revisions [`Store::last_change_in`] looks back at most: a range that has not
+/// changed for longer is answered "cannot tell" rather than by an unbounded scan.
+pub const LAST_CHANGE_SCAN_LIMIT: usize = 10_000;
+
 /// A revisioned key-value store. See the crate docs for the model and guarantees.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -271,6 +275,24 @@ pub trait Store: Send + Sync + 'static {
 
     /// The latest committed revision.
     async fn current_revision(&self) -> StoreResult<Revision>;
+
+    /// The revision of the newest change to a key in `range` at or below `revision`, when
+    /// the backend can tell without reading values; `Ok(None)` when it cannot (the default:
+    /// etcd could answer only by reading every key in the range), when the answer lies
+    /// below the compacted revision, or when `range` has not changed within the last
+    /// [`LAST_CHANGE_SCAN_LIMIT`] revisions.
+    ///
+    /// A reader that keeps a copy of `range` current from a watch uses it to tell whether
+    /// its copy is the store's state at `revision`: it is when the copy has applied exactly
+    /// the changes up to this one.
+    async fn last_change_in(
+        &self,
+        range: Range<Vec<u8>>,
+        revision: Revision,
+    ) -> StoreResult<Option<Revision>> {
+        let _ = (range, revision);
+        Ok(None)
+    }
 
     /// The oldest revision that can still be read or watched from (everything below it is
     /// compacted away).

@@ -517,6 +517,15 @@ impl Store for RedbStore {
         .boxed())
     }
 
+    async fn last_change_in(
+        &self,
+        range: Range<Vec<u8>>,
+        revision: Revision,
+    ) -> StoreResult<Option<Revision>> {
+        self.read(move |shared| last_change_in(shared, &range, revision))
+            .await
+    }
+
     async fn current_revision(&self) -> StoreResult<Revision> {
         self.check_open()?;
         Ok(self.shared.current.load(Ordering::SeqCst))
@@ -723,6 +732,49 @@ fn read_meta(txn: &ReadTransaction) -> StoreResult<MetaState> {
         current: meta_value(&meta, META_REVISION)?,
         compacted: meta_value(&meta, META_COMPACTED)?,
     })
+}
+
+/// [`Store::last_change_in`]: the change log read backwards from `revision`, keys only.
+fn last_change_in(
+    shared: &Shared,
+    range: &Range<Vec<u8>>,
+    revision: Revision,
+) -> StoreResult<Option<Revision>> {
+    let txn = shared.begin_read()?;
+    let meta = read_meta(&txn)?;
+    if revision > meta.current {
+        return Err(StoreError::FutureRevision {
+            requested: revision,
+            current: meta.current,
+        });
+    }
+    let revision = if revision <= 0 {
+        meta.current
+    } else {
+        revision
+    };
+    if revision < meta.compacted {
+        return Err(StoreError::Compacted {
+            requested: revision,
+            compacted: meta.compacted,
+        });
+    }
+    let log = txn.open_table(LOG).map_err(context("open log table"))?;
+    let entries = log
+        .range(..=revision as u64)
+        .map_err(context("read the log"))?;
+    for entry in entries.rev().take(crate::LAST_CHANGE_SCAN_LIMIT) {
+        let (rev, record) = entry.map_err(context("read the log"))?;
+        let rev = rev.value();
+        if (rev as Revision) < meta.compacted {
+            // Entries below the compacted revision may be gone: an older change is unknown.
+            return Ok(None);
+        }
+        if range_contains(range, decode_log(rev, record.value())?.key) {
+            return Ok(Some(rev as Revision));
+        }
+    }
+    Ok(None)
 }
 
 fn read_range(shared: &Shared, request: &RangeRequest) -> StoreResult<RangeResponse> {

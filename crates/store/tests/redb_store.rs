@@ -272,3 +272,65 @@ async fn write_all_commits_every_write_or_none_and_survives_reopen() {
         Some(kv("object", "v2", 1, 3, 2))
     );
 }
+
+/// `last_change_in` reads the change log backwards: the newest change in the range at or
+/// below the revision asked about, deletes included, nothing above it; and "cannot tell"
+/// once the answer would lie below the compacted revision.
+#[tokio::test]
+async fn last_change_in_names_the_newest_change_of_a_range_at_a_revision() {
+    use finale_store::prefix_range;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let objects = || prefix_range(b"/registry/");
+    set(&store, "/registry/a", "1").await; // 1
+    set(&store, "/finale/side", "1").await; // 2
+    set(&store, "/registry/b", "1").await; // 3
+    set(&store, "/finale/side", "2").await; // 4
+    set(&store, "/finale/side", "3").await; // 5
+    let last = |revision| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .last_change_in(objects(), revision)
+                .await
+                .expect("last change")
+        }
+    };
+    assert_eq!(
+        last(5).await,
+        Some(3),
+        "side-key writes above it are not changes of the range"
+    );
+    assert_eq!(last(0).await, Some(3), "0 means the latest revision");
+    assert_eq!(
+        last(2).await,
+        Some(1),
+        "nothing above the revision asked about"
+    );
+    delete(&store, "/registry/a", Precondition::None).await; // 6
+    assert_eq!(last(6).await, Some(6), "a delete is a change");
+    assert_eq!(
+        store
+            .last_change_in(prefix_range(b"/nothing/"), 6)
+            .await
+            .expect("last change"),
+        None,
+        "a range that never changed"
+    );
+    assert!(matches!(
+        store.last_change_in(objects(), 7).await,
+        Err(StoreError::FutureRevision { .. })
+    ));
+    store.compact(5).await.expect("compact");
+    set(&store, "/finale/side", "4").await; // 7
+    assert_eq!(last(7).await, Some(6));
+    set(&store, "/finale/side", "5").await; // 8
+    assert_eq!(
+        store
+            .last_change_in(prefix_range(b"/registry/b"), 8)
+            .await
+            .expect("last change"),
+        None,
+        "its change (3) is below the compacted revision: unknown"
+    );
+}

@@ -165,6 +165,8 @@ pub struct Insight {
     index: Arc<terminating::TerminatingIndex>,
     /// Whether this replica holds the controllers' Lease (None: not known, single server).
     leader: Option<LeaderFlag>,
+    /// Where plans are counted (`finale_deletion_plans_total`).
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Insight {
@@ -178,7 +180,14 @@ impl Insight {
             gc,
             index,
             leader: None,
+            metrics: None,
         }
+    }
+
+    /// Counts plans in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Reviews on a replica that does not hold the controllers' Lease read the ownership index
@@ -471,7 +480,11 @@ impl Insight {
     ) -> ApiResult<DeletionReviewStatus> {
         let snapshot = Snapshot::latest(Arc::clone(self.registry.store())).await?;
         let gc = self.gc_view(&snapshot).await?;
-        plan_at(self.registry.catalog(), &snapshot, &gc, target_type, spec).await
+        let answer = plan_at(self.registry.catalog(), &snapshot, &gc, target_type, spec).await?;
+        if let (Some(metrics), Some(source)) = (&self.metrics, answer.dependents_read_from) {
+            metrics.count_plan(source.label());
+        }
+        Ok(answer.status)
     }
 
     /// A scoped review: every stuck object in `scope`, from the terminating index, each
@@ -609,6 +622,12 @@ async fn read_target(
     Ok(Some(object))
 }
 
+/// A plan's answer, and where its dependents were found (None when the target is gone).
+pub struct PlanAnswer {
+    pub status: DeletionReviewStatus,
+    pub dependents_read_from: Option<plan::DependentsSource>,
+}
+
 /// Plan mode over any snapshot and collector view (see [`explain_at`]).
 pub async fn plan_at(
     catalog: &crate::resources::Catalog,
@@ -616,13 +635,16 @@ pub async fn plan_at(
     gc: &GcView,
     target_type: Arc<ResourceType>,
     spec: &DeletionReviewSpec,
-) -> ApiResult<DeletionReviewStatus> {
+) -> ApiResult<PlanAnswer> {
     let mut status = DeletionReviewStatus {
         resource_version: snapshot.revision().to_string(),
         ..DeletionReviewStatus::default()
     };
     let Some(object) = read_target(snapshot, &target_type, spec, &mut status).await? else {
-        return Ok(status);
+        return Ok(PlanAnswer {
+            status,
+            dependents_read_from: None,
+        });
     };
     let planner = plan::Planner::new(catalog, snapshot, gc, chrono::Utc::now()).await?;
     let max_nodes = spec.max_nodes.unwrap_or(api::DEFAULT_MAX_NODES) as usize;
@@ -642,7 +664,10 @@ pub async fn plan_at(
     status.summary = answer.summary;
     status.causes = answer.causes;
     status.plan = Some(answer.plan);
-    Ok(status)
+    Ok(PlanAnswer {
+        status,
+        dependents_read_from: Some(answer.dependents_read_from),
+    })
 }
 
 /// Explain mode over any snapshot and collector view: the server's store and live collector,

@@ -6,13 +6,25 @@
 //! It works in two steps:
 //!
 //! 1. **Reach.** The target, its dependents followed transitively through the collector's
-//!    index (each re-read at the snapshot, its reference re-checked; when an owner has more
-//!    than 64 dependents of one type in one namespace, their collection is read once, whole,
-//!    and every object in it that references the owner is taken, instead of one read each;
-//!    objects read in bulk are decoded into a compact [`Reached`], without their bodies), a
-//!    namespace's content (one range read per resource in that namespace), and every owner
-//!    those objects name outside that set (one read each), so a dependent's other owners can
-//!    be judged.
+//!    graph, a namespace's content (one range read per resource in that namespace), and every
+//!    owner those objects name outside that set (one read each), so a dependent's other
+//!    owners can be judged. Dependents come from one of two places:
+//!    - **the collector's graph, with no read at all**, when it is exactly the snapshot: it
+//!      has applied every change up to the newest object change at the snapshot's revision
+//!      and none after ([`Snapshot::last_object_change`], [`GcView::observed_dependents_at`];
+//!      the plan waits up to [`GRAPH_CATCH_UP`] for it to get there). The graph holds each
+//!      object's references, finalizers and whether it is terminating, which is all a plan
+//!      reads of most kinds; kinds whose body deletion reads (Pods, Namespaces) are still
+//!      read from the store;
+//!    - **the store**, otherwise (a write landed between the snapshot and the look, the graph
+//!      is rebuilding, the store cannot tell its newest change, or the answer is computed
+//!      from a copy): each dependent the live index names is re-read at the snapshot and its
+//!      reference re-checked; when an owner has more than 64 dependents of one type in one
+//!      namespace, their collection is read once, whole, and every object in it that
+//!      references the owner is taken; objects read in bulk are decoded into a compact
+//!      [`Reached`], without their bodies.
+//!
+//!    `finale_deletion_plans_total{dependents}` counts plans by where they found them.
 //! 2. **Replay.** The collector's and the namespace controller's rules run over that small
 //!    graph in memory, as the real DELETE would set them off: the registry's own decision
 //!    rules for which finalizers a DELETE leaves ([`deletion::gc_finalizers`],
@@ -32,7 +44,11 @@
 //! # Guarantees
 //! - Reads are by key or by index only: the collector's dependents index and one namespace
 //!   prefix per resource for a namespace's content; no plan lists the whole store.
-//! - Every read is at the snapshot's revision, reported as `status.resourceVersion`.
+//! - Every read is at the snapshot's revision, reported as `status.resourceVersion`; what is
+//!   taken from the collector's graph is taken only while the graph is exactly that
+//!   revision's state, checked under the graph's lock.
+//! - A plan sees every write acknowledged before it was asked: the snapshot is the store's
+//!   latest revision, and the graph is used only once it has caught up with it.
 //! - Counts in `status.plan` are exact; only the tree in `causes` is cut to `maxNodes`.
 //! - Nothing is written.
 //!
@@ -42,9 +58,12 @@
 //!   an earlier request still counts as keeping its dependents).
 //!
 //! # Caveats
-//! - The collector's index is live state: a dependent created in the last milliseconds may
-//!   not be in it yet (unless its collection is read whole, when the snapshot decides). With
-//!   the collector stopped, no dependent is known (the summary says so).
+//! - When the store is read, the collector's index is live state: a dependent created in the
+//!   last milliseconds may not be in it yet (unless its collection is read whole, when the
+//!   snapshot decides). With the collector stopped, no dependent is known (the summary says
+//!   so).
+//! - Only the embedded store can tell its newest object change cheaply; on etcd every plan
+//!   reads the store.
 //! - Where the collector's outcome depends on timing, the replay takes the usual order: the
 //!   items queued together are decided at once, each on the state before the others' writes
 //!   land (reads take microseconds, writes a durable commit). This matters only while a hang
@@ -64,7 +83,7 @@ use super::pod_agent::{Agent, agent_evidence};
 use super::reached::Reached;
 use super::review::{self, Explainer, evidence, node, object_ref, plural};
 use super::snapshot::{Snapshot, deletion_reads_body};
-use crate::controllers::gc::{DependentGroup, GcView};
+use crate::controllers::gc::{AtRevision, Dependent, DependentGroup, GcView, ObservedGroup};
 use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
 use crate::object::{self, OwnerReference};
 use crate::registry::DeleteOptions;
@@ -117,7 +136,7 @@ struct Node {
     finalizers: Vec<String>,
     terminating: bool,
     /// Its `ownerReferences`, taken when they are resolved into `owners`.
-    references: Vec<OwnerReference>,
+    references: Arc<[OwnerReference]>,
     /// The object itself where it was read whole (see [`Reached::body`]).
     body: Option<Value>,
     /// In the DELETE's reach: the target, its dependents, a namespace's content.
@@ -553,7 +572,34 @@ pub struct Plan {
     pub plan: PlanStatus,
     pub causes: Vec<CauseNode>,
     pub summary: String,
+    /// Where the dependents were found.
+    pub dependents_read_from: DependentsSource,
 }
+
+/// Where a plan found the target's dependents (for `finale_deletion_plans_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DependentsSource {
+    /// The collector's graph, exactly at the snapshot's revision, for every one of them (a
+    /// kind whose body deletion reads is still read from the store).
+    Collector,
+    /// The store, at the snapshot, for some or all of them: the graph was not at the
+    /// snapshot's revision (a write landed meanwhile, it was rebuilding, the store cannot
+    /// tell its newest change, or the answer is computed from a copy).
+    Store,
+}
+
+impl DependentsSource {
+    pub fn label(self) -> &'static str {
+        match self {
+            DependentsSource::Collector => "collector",
+            DependentsSource::Store => "store",
+        }
+    }
+}
+
+/// How long a plan waits for the collector's graph to apply the changes up to its snapshot
+/// (the change stream's latency, microseconds when idle) before reading the store instead.
+const GRAPH_CATCH_UP: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub struct Planner<'a> {
     catalog: &'a Catalog,
@@ -569,6 +615,8 @@ pub struct Planner<'a> {
     /// Types looked up by (apiVersion, kind): a plan looks up the same few kinds once per
     /// dependent and reference, and the catalog's lookup scans every served type.
     kinds: Vec<(String, String, Option<Arc<ResourceType>>)>,
+    /// Whether any dependents were read from the store rather than the collector's graph.
+    read_store: bool,
 }
 
 /// Dependents of one owner, of one type in one namespace, above which their collection is
@@ -591,6 +639,7 @@ impl<'a> Planner<'a> {
             index: HashMap::new(),
             listed: HashMap::new(),
             kinds: Vec::new(),
+            read_store: false,
         })
     }
 
@@ -723,11 +772,25 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+        // The collector's graph is the snapshot when it has applied exactly the changes up
+        // to the snapshot's newest object change: then dependents are taken from it, with
+        // no read at all. Otherwise (and from the first wave it is not) the store is read.
+        let mut graph_at = self.snapshot.last_object_change().await?;
         while !queue.is_empty() {
             // The collector's index is read once per wave of owners, under one lock: ten
             // thousand dependents, most of them owning nothing, cost one lock, not ten
             // thousand.
             let wave: Vec<usize> = queue.drain(..).collect();
+            if let Some(at) = graph_at {
+                if let Some(answers) = self.observed_dependents(&wave, at).await {
+                    for (owner, groups) in wave.into_iter().zip(answers) {
+                        self.reach_observed(owner, groups, &mut queue).await?;
+                    }
+                    continue;
+                }
+                graph_at = None;
+            }
+            self.read_store = true;
             let uids: Vec<&str> = wave
                 .iter()
                 .map(|&owner| self.nodes[owner].this.uid.as_str())
@@ -742,7 +805,7 @@ impl<'a> Planner<'a> {
         for index in 0..reached {
             let references = std::mem::take(&mut self.nodes[index].references);
             let mut links = Vec::with_capacity(references.len());
-            for reference in &references {
+            for reference in references.iter() {
                 let target = self.resolve_owner(index, reference).await?;
                 if let RefTarget::Node(owner) = target {
                     self.nodes[owner].dependents.push(index);
@@ -753,6 +816,105 @@ impl<'a> Planner<'a> {
                 });
             }
             self.nodes[index].owners = links;
+        }
+        Ok(())
+    }
+
+    /// The dependents of each owner of `wave` from the collector's graph, if it is exactly
+    /// the store's state at `at` (waiting up to [`GRAPH_CATCH_UP`] for it to get there).
+    async fn observed_dependents(
+        &self,
+        wave: &[usize],
+        at: finale_store::Revision,
+    ) -> Option<Vec<Vec<ObservedGroup>>> {
+        let uids: Vec<&str> = wave
+            .iter()
+            .map(|&owner| self.nodes[owner].this.uid.as_str())
+            .collect();
+        let deadline = std::time::Instant::now() + GRAPH_CATCH_UP;
+        loop {
+            match self.gc.observed_dependents_at(&uids, at) {
+                AtRevision::Answer(answers) => return Some(answers),
+                AtRevision::Behind if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                AtRevision::Behind | AtRevision::Elsewhere => return None,
+            }
+        }
+    }
+
+    /// The dependents of `owner` as the collector's graph holds them at the snapshot: each
+    /// added to the plan and queued. Kinds whose body deletion reads are read from the
+    /// store, as [`Planner::reach_dependents`] does.
+    async fn reach_observed(
+        &mut self,
+        owner: usize,
+        groups: Vec<ObservedGroup>,
+        queue: &mut VecDeque<usize>,
+    ) -> ApiResult<()> {
+        let owner_uid = self.nodes[owner].this.uid.clone();
+        for group in groups {
+            let Some(dependent_type) = self.lookup_kind(&group.api_version, &group.kind) else {
+                continue;
+            };
+            let found = if deletion_reads_body(&dependent_type) {
+                let as_group = DependentGroup {
+                    count: group.members.len(),
+                    members: group
+                        .members
+                        .into_iter()
+                        .map(|d| Dependent {
+                            block_owner_deletion: d
+                                .owners
+                                .iter()
+                                .any(|o| o.uid == owner_uid && o.block_owner_deletion),
+                            uid: d.uid,
+                            api_version: group.api_version.clone(),
+                            kind: group.kind.clone(),
+                            namespace: group.namespace.clone(),
+                            name: d.name,
+                        })
+                        .collect(),
+                    api_version: group.api_version,
+                    kind: group.kind,
+                    namespace: group.namespace,
+                };
+                let read = self
+                    .read_group(&dependent_type, &owner_uid, &as_group)
+                    .await?;
+                read.into_iter().map(|object| (object, true)).collect()
+            } else {
+                let namespace = group.namespace.unwrap_or_default();
+                // As `Reached::from_stored` names them: a custom resource by its served type.
+                let api_version = match dependent_type.storage_version {
+                    None => group.api_version,
+                    Some(_) => dependent_type.api_version(),
+                };
+                // Only those that own something are asked about in the next wave: ten
+                // thousand leaves cost no lookup.
+                group
+                    .members
+                    .into_iter()
+                    .map(|d| {
+                        let owns = d.has_dependents;
+                        let object = Reached {
+                            this: ObjectRef {
+                                api_version: api_version.clone(),
+                                kind: group.kind.clone(),
+                                namespace: namespace.clone(),
+                                name: d.name,
+                                uid: d.uid,
+                            },
+                            finalizers: d.finalizers,
+                            terminating: d.terminating,
+                            references: d.owners,
+                            body: None,
+                        };
+                        (object, owns)
+                    })
+                    .collect()
+            };
+            self.add_dependents(owner, &owner_uid, &dependent_type, found, queue);
         }
         Ok(())
     }
@@ -770,48 +932,69 @@ impl<'a> Planner<'a> {
             let Some(dependent_type) = self.lookup_kind(&group.api_version, &group.kind) else {
                 continue;
             };
-            // The index is live; the answer is at the snapshot: what it names is re-read
-            // and its reference re-checked.
-            let found = if group.count > LIST_THRESHOLD {
-                self.take_listed(&dependent_type, group.namespace.as_deref(), &owner_uid)
-                    .await?
-            } else {
-                let mut found = Vec::with_capacity(group.members.len());
-                for member in &group.members {
-                    if self.index.contains_key(&member.uid) {
-                        continue;
-                    }
-                    let read = self
-                        .snapshot
-                        .get(&dependent_type, member.namespace.as_deref(), &member.name)
-                        .await?;
-                    if let Some(object) = read {
-                        let object = Reached::from_object(&dependent_type, object);
-                        if object.this.uid == member.uid {
-                            found.push(object);
-                        }
-                    }
+            let found = self.read_group(&dependent_type, &owner_uid, &group).await?;
+            // Each is asked about in the next wave: the live index decides.
+            let found = found.into_iter().map(|object| (object, true)).collect();
+            self.add_dependents(owner, &owner_uid, &dependent_type, found, queue);
+        }
+        Ok(())
+    }
+
+    /// One group of an owner's dependents read from the store at the snapshot. The index is
+    /// live; the answer is at the snapshot: what it names is re-read and its reference
+    /// re-checked (by the caller).
+    async fn read_group(
+        &mut self,
+        dependent_type: &Arc<ResourceType>,
+        owner_uid: &str,
+        group: &DependentGroup,
+    ) -> ApiResult<Vec<Reached>> {
+        if group.count > LIST_THRESHOLD {
+            return self
+                .take_listed(dependent_type, group.namespace.as_deref(), owner_uid)
+                .await;
+        }
+        let mut found = Vec::with_capacity(group.members.len());
+        for member in &group.members {
+            if self.index.contains_key(&member.uid) {
+                continue;
+            }
+            let read = self
+                .snapshot
+                .get(dependent_type, member.namespace.as_deref(), &member.name)
+                .await?;
+            if let Some(object) = read {
+                let object = Reached::from_object(dependent_type, object);
+                if object.this.uid == member.uid {
+                    found.push(object);
                 }
-                found
-            };
-            self.nodes.reserve(found.len());
-            self.index.reserve(found.len());
-            for object in found {
-                if self.index.contains_key(&object.this.uid) || !object.references_owner(&owner_uid)
-                {
-                    continue;
-                }
-                let index = self.add(
-                    Arc::clone(&dependent_type),
-                    object,
-                    true,
-                    false,
-                    Some(owner),
-                );
+            }
+        }
+        Ok(found)
+    }
+
+    /// Adds `found`, dependents of `owner` of one type, to the plan (those not reached yet
+    /// that still reference it), and queues those that may own something in turn (the
+    /// `bool`) so that their own dependents are reached.
+    fn add_dependents(
+        &mut self,
+        owner: usize,
+        owner_uid: &str,
+        dependent_type: &Arc<ResourceType>,
+        found: Vec<(Reached, bool)>,
+        queue: &mut VecDeque<usize>,
+    ) {
+        self.nodes.reserve(found.len());
+        self.index.reserve(found.len());
+        for (object, may_own) in found {
+            if self.index.contains_key(&object.this.uid) || !object.references_owner(owner_uid) {
+                continue;
+            }
+            let index = self.add(Arc::clone(dependent_type), object, true, false, Some(owner));
+            if may_own {
                 queue.push_back(index);
             }
         }
-        Ok(())
     }
 
     /// Where one reference of the in-scope object `index` points (GC8, GC17, GC19, GC20).
@@ -1059,9 +1242,11 @@ impl<'a> Planner<'a> {
             judge_ms = (judged - reached).as_secs_f64() * 1e3,
             replay_ms = (replayed - judged).as_secs_f64() * 1e3,
             tree_ms = (started.elapsed() - replayed).as_secs_f64() * 1e3,
+            dependents_from_store = self.read_store,
             "deletion plan computed"
         );
         // Ten thousand reached objects take milliseconds to free: not on the request's path.
+        let read_store = self.read_store;
         let reached = (
             std::mem::take(&mut self.nodes),
             std::mem::take(&mut self.index),
@@ -1074,6 +1259,11 @@ impl<'a> Planner<'a> {
             plan,
             causes,
             summary,
+            dependents_read_from: if read_store {
+                DependentsSource::Store
+            } else {
+                DependentsSource::Collector
+            },
         })
     }
 

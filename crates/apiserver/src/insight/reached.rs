@@ -16,6 +16,8 @@
 //!   `spec.finalizers`) must be read whole: the plan reads them with
 //!   [`super::snapshot::Snapshot::list_trimmed`] and keeps their `body`.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -33,8 +35,9 @@ pub struct Reached {
     pub finalizers: Vec<String>,
     /// `metadata.deletionTimestamp` is set.
     pub terminating: bool,
-    /// Its references with a uid (the collector ignores the others).
-    pub references: Vec<OwnerReference>,
+    /// Its references with a uid (the collector ignores the others); shared, as the
+    /// collector's graph shares them.
+    pub references: Arc<[OwnerReference]>,
     /// The object itself, for objects read one by one and kinds whose body deletion reads;
     /// None for objects decoded from bulk reads.
     pub body: Option<Value>,

@@ -67,6 +67,22 @@ impl Snapshot {
         self.revision
     }
 
+    /// The revision of the newest change to any API object at or below the snapshot's
+    /// revision, when the store can tell cheaply (see [`Store::last_change_in`]); None for a
+    /// copy held in memory. A copy of the objects kept current from the watch cache that
+    /// has applied exactly the changes up to it is this snapshot.
+    pub async fn last_object_change(&self) -> ApiResult<Option<Revision>> {
+        match &self.source {
+            Source::Objects(_) => Ok(None),
+            Source::Store(store) => Ok(store
+                .last_change_in(
+                    prefix_range(crate::resources::OBJECTS_PREFIX.as_bytes()),
+                    self.revision,
+                )
+                .await?),
+        }
+    }
+
     /// The object `namespace/name` of `resource`, None when it does not exist.
     pub async fn get(
         &self,

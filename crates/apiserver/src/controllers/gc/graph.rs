@@ -17,9 +17,13 @@
 //! # Assumptions
 //! - uids are never reused, so an owner once found absent stays absent. The cache is only
 //!   an optimisation: a forgotten entry costs one more GET of the owner.
+//! - No two API objects change at one store revision (the registry writes one object per
+//!   transaction; its side keys live outside the objects' prefix), so a graph that applied
+//!   the change at revision R applied all of R ([`Graph::consistent_at`]).
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 use lru::LruCache;
 use serde_json::Value;
@@ -46,8 +50,13 @@ pub struct Identity {
 #[derive(Debug)]
 pub struct Node {
     pub identity: Identity,
-    pub owners: Vec<OwnerReference>,
+    /// Shared with deletion insight's copies: a plan of ten thousand dependents takes their
+    /// references without copying them.
+    pub owners: Arc<[OwnerReference]>,
     pub dependents: HashSet<String>,
+    /// Its `metadata.finalizers`, for deletion insight (the collector itself reads only
+    /// whether `foregroundDeletion` or `orphan` is among them).
+    pub finalizers: Vec<String>,
     /// Terminating (deletionTimestamp set).
     pub being_deleted: bool,
     /// Terminating with `foregroundDeletion`: waits for its blocking dependents.
@@ -72,6 +81,13 @@ pub enum Item {
 pub struct Graph {
     pub nodes: HashMap<String, Node>,
     absent: LruCache<AbsentOwner, ()>,
+    /// The store revision whose state of every tracked object the observed nodes are
+    /// exactly; None while that is not known (see [`Graph::applied`]).
+    consistent_at: Option<i64>,
+    /// Set by a rebuild: the newest revision its lists were read at. Until a change at or
+    /// above it is applied, replayed older changes may briefly put back objects that the
+    /// lists no longer had, so the graph is not at any one revision.
+    consistent_from: i64,
 }
 
 impl Default for Graph {
@@ -79,6 +95,8 @@ impl Default for Graph {
         Graph {
             nodes: HashMap::new(),
             absent: LruCache::new(ABSENT_OWNER_CACHE_SIZE),
+            consistent_at: None,
+            consistent_from: 0,
         }
     }
 }
@@ -115,6 +133,43 @@ fn revision_of(object: &Value) -> i64 {
 }
 
 impl Graph {
+    /// A graph to be filled from lists read at revisions up to `listed_at`.
+    pub fn rebuilt_from(listed_at: i64) -> Graph {
+        Graph {
+            consistent_from: listed_at,
+            ..Graph::default()
+        }
+    }
+
+    /// Records that every change of the store's change stream up to `revision` has been
+    /// applied (changes to kinds the collector does not track included: they change no
+    /// node). Called under the same lock as the change itself, so a reader never sees one
+    /// without the other.
+    pub fn applied(&mut self, revision: i64) {
+        if revision >= self.consistent_from {
+            self.consistent_at = Some(revision);
+        }
+    }
+
+    /// Records a change applied from a read of the store rather than from the change
+    /// stream, with the store's revision after that read: the graph is then ahead of the
+    /// stream, at no one revision, until a change at or above `read_by` is applied.
+    pub fn changed_ahead_of_stream(&mut self, read_by: i64) {
+        self.consistent_at = None;
+        self.consistent_from = self.consistent_from.max(read_by);
+    }
+
+    /// The collector stopped following the stream: the graph is at no revision any more.
+    pub fn stop_following(&mut self) {
+        self.changed_ahead_of_stream(i64::MAX);
+    }
+
+    /// The revision whose state the observed nodes are exactly, if known: the last change
+    /// applied, once a rebuild's lists have been caught up with.
+    pub fn consistent_at(&self) -> Option<i64> {
+        self.consistent_at
+    }
+
     /// Whether `owner` was found absent; a hit counts as a use for the LRU order.
     pub fn is_absent(&mut self, owner: &AbsentOwner) -> bool {
         self.absent.get(owner).is_some()
@@ -138,15 +193,16 @@ impl Graph {
             return Vec::new();
         }
         let revision = revision_of(object);
-        let owners = owner_refs(object);
+        let owners: Arc<[OwnerReference]> = owner_refs(object).into();
+        let finalizers = object::finalizers(object);
         let being_deleted = object::is_terminating(object);
-        let foreground = being_deleted && has_finalizer(object, FOREGROUND_FINALIZER);
-        let orphan = being_deleted && has_finalizer(object, ORPHAN_FINALIZER);
+        let foreground = being_deleted && finalizers.iter().any(|f| f == FOREGROUND_FINALIZER);
+        let orphan = being_deleted && finalizers.iter().any(|f| f == ORPHAN_FINALIZER);
         let mut queue = Vec::new();
         let previous_owners = match self.nodes.get_mut(&uid) {
             Some(node) if !node.virtual_node && node.revision >= revision => return queue,
             Some(node) => {
-                let before = std::mem::replace(&mut node.owners, owners.clone());
+                let before = std::mem::replace(&mut node.owners, Arc::clone(&owners));
                 node.identity = identity.clone();
                 node.virtual_node = false;
                 node.revision = revision;
@@ -157,6 +213,7 @@ impl Graph {
                 }
                 node.deleting_dependents = foreground;
                 node.being_deleted = being_deleted;
+                node.finalizers = finalizers;
                 before
             }
             None => {
@@ -164,8 +221,9 @@ impl Graph {
                     uid.clone(),
                     Node {
                         identity: identity.clone(),
-                        owners: owners.clone(),
+                        owners: Arc::clone(&owners),
                         dependents: HashSet::new(),
+                        finalizers,
                         being_deleted,
                         deleting_dependents: foreground,
                         virtual_node: false,
@@ -175,7 +233,7 @@ impl Graph {
                 if foreground {
                     queue.push(Item::AttemptToDelete(uid.clone()));
                 }
-                Vec::new()
+                Arc::default()
             }
         };
         self.absent.pop(&(uid.clone(), identity.namespace.clone()));
@@ -202,7 +260,7 @@ impl Graph {
         }) {
             queue.push(Item::AttemptToDelete(unblocked.uid.clone()));
         }
-        for owner in &owners {
+        for owner in owners.iter() {
             match self.nodes.get_mut(&owner.uid) {
                 Some(node) => {
                     node.dependents.insert(uid.clone());
@@ -226,8 +284,9 @@ impl Graph {
                                 namespace: identity.namespace.clone(),
                                 name: owner.name.clone(),
                             },
-                            owners: Vec::new(),
+                            owners: Arc::default(),
                             dependents: HashSet::from([uid.clone()]),
+                            finalizers: Vec::new(),
                             being_deleted: false,
                             deleting_dependents: false,
                             virtual_node: true,
@@ -252,7 +311,7 @@ impl Graph {
                 .put((uid.to_string(), node.identity.namespace.clone()), ());
         }
         queue.extend(node.dependents.iter().cloned().map(Item::AttemptToDelete));
-        for owner in &node.owners {
+        for owner in node.owners.iter() {
             if let Some(owner_node) = self.nodes.get_mut(&owner.uid) {
                 owner_node.dependents.remove(uid);
                 if owner_node.deleting_dependents {
@@ -374,5 +433,46 @@ mod tests {
         assert!(graph.put(identity, &older).is_empty());
         assert!(graph.nodes["owner"].owners.is_empty());
         assert!(!graph.nodes.contains_key("someone-else"));
+    }
+
+    /// What deletion insight relies on to answer from the graph: it is at a revision only
+    /// once a rebuild's lists are caught up with, not while it is ahead of the stream, and
+    /// not after the collector stopped following.
+    #[test]
+    fn the_graph_is_at_one_revision_only_when_every_change_up_to_it_is_applied() {
+        let mut graph = Graph::rebuilt_from(10);
+        assert_eq!(graph.consistent_at(), None, "just rebuilt");
+        graph.applied(7);
+        assert_eq!(
+            graph.consistent_at(),
+            None,
+            "replaying changes older than the lists"
+        );
+        graph.applied(10);
+        assert_eq!(graph.consistent_at(), Some(10));
+        graph.applied(12);
+        assert_eq!(graph.consistent_at(), Some(12));
+        graph.changed_ahead_of_stream(20);
+        assert_eq!(graph.consistent_at(), None, "ahead of the stream");
+        graph.applied(15);
+        assert_eq!(graph.consistent_at(), None, "still ahead");
+        graph.applied(20);
+        assert_eq!(graph.consistent_at(), Some(20), "the stream caught up");
+        graph.stop_following();
+        graph.applied(21);
+        assert_eq!(graph.consistent_at(), None, "not following any more");
+    }
+
+    #[test]
+    fn a_node_keeps_the_finalizers_of_its_latest_state() {
+        let mut graph = Graph::default();
+        let (identity, mut object) = config_map("o", "owner", 1, &[]);
+        object["metadata"]["finalizers"] = json!(["example.com/a"]);
+        graph.put(identity.clone(), &object);
+        assert_eq!(graph.nodes["owner"].finalizers, ["example.com/a"]);
+        object["metadata"]["finalizers"] = json!([]);
+        object["metadata"]["resourceVersion"] = json!("2");
+        graph.put(identity, &object);
+        assert!(graph.nodes["owner"].finalizers.is_empty());
     }
 }

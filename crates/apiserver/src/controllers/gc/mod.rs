@@ -35,7 +35,9 @@
 mod graph;
 mod view;
 
-pub use view::{Dependent, DependentGroup, GcView, GcWork};
+pub use view::{
+    AtRevision, Dependent, DependentGroup, GcView, GcWork, ObservedDependent, ObservedGroup,
+};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -267,13 +269,24 @@ impl Collector {
     /// looking is simply not listed, so it comes back as a virtual node, is verified absent,
     /// and its dependents are queued (GC3) — what upstream does for a vanished owner.
     async fn rebuild_graph(&self) -> ApiResult<()> {
-        let mut graph = Graph::default();
-        let mut queue = Vec::new();
+        let mut lists = Vec::new();
         for resource in tracked_types(&self.registry) {
             let list = self
                 .registry
                 .list(&resource, None, &ListOptions::default())
                 .await?;
+            lists.push((resource, list));
+        }
+        let listed_at = lists
+            .iter()
+            .filter_map(|(_, list)| {
+                object::meta_str(list, "resourceVersion").and_then(|rv| rv.parse::<i64>().ok())
+            })
+            .max()
+            .unwrap_or(0);
+        let mut graph = Graph::rebuilt_from(listed_at);
+        let mut queue = Vec::new();
+        for (resource, list) in lists {
             for item in list
                 .get("items")
                 .and_then(Value::as_array)
@@ -299,22 +312,20 @@ impl Collector {
         Ok(())
     }
 
+    /// GC2/GC3 for one change of the stream. The change and the revision it brings the graph
+    /// to are applied under one lock, so deletion insight never sees one without the other.
     fn observe(&self, event: &CachedEvent) {
-        let Some(resource) = type_of_key(&self.registry, &event.key) else {
-            return;
-        };
-        match (&event.object, &event.previous) {
-            (Some(object), _) => self.apply_put(&resource, object),
-            (None, Some(previous)) => self.apply_delete(object::uid(previous)),
-            (None, None) => {}
-        }
-    }
-
-    /// GC2/GC3 for an added or updated object.
-    fn apply_put(&self, resource: &ResourceType, object: &Value) {
+        let resource = type_of_key(&self.registry, &event.key);
         let queue = {
             let mut graph = self.lock_graph();
-            let queue = graph.put(identity_of(resource, object), object);
+            let queue = match (resource, &event.object, &event.previous) {
+                (Some(resource), Some(object), _) => {
+                    graph.put(identity_of(&resource, object), object)
+                }
+                (Some(_), None, Some(previous)) => graph.remove(object::uid(previous)),
+                _ => Vec::new(),
+            };
+            graph.applied(event.revision);
             self.metrics.graph_nodes.set(graph.nodes.len() as i64);
             queue
         };
@@ -323,11 +334,41 @@ impl Collector {
         }
     }
 
-    /// GC3 for a removal (observed, or found by verifying a virtual node).
-    fn apply_delete(&self, uid: &str) {
+    /// A change the collector found by reading the store ahead of the change stream: an
+    /// object it was about to act on is gone (`latest` None: GC3 for its removal), or an
+    /// owner it knew only by reference exists (`latest`: its node made real).
+    ///
+    /// The graph is then ahead of the stream, so it is not at any one revision until the
+    /// stream reaches the store's revision after the read; deletion insight does not answer
+    /// from it meanwhile. Forgetting an owner known only by reference changes no observed
+    /// object, so that alone leaves the graph where it is.
+    async fn apply_read(
+        &self,
+        resource: &ResourceType,
+        uid: &str,
+        virtual_node: bool,
+        latest: Option<&Value>,
+    ) {
+        let ahead = !(virtual_node && latest.is_none());
+        let read_by = if ahead {
+            // Unknown: then not at one revision until the next rebuild.
+            self.registry
+                .store()
+                .current_revision()
+                .await
+                .unwrap_or(i64::MAX)
+        } else {
+            0
+        };
         let queue = {
             let mut graph = self.lock_graph();
-            let queue = graph.remove(uid);
+            let queue = match latest {
+                Some(object) => graph.put(identity_of(resource, object), object),
+                None => graph.remove(uid),
+            };
+            if ahead {
+                graph.changed_ahead_of_stream(read_by);
+            }
             self.metrics.graph_nodes.set(graph.nodes.len() as i64);
             queue
         };
@@ -437,12 +478,13 @@ impl Collector {
             .read(&resource, identity.namespace.as_deref(), &identity.name)
             .await?;
         let Some(latest) = latest.filter(|o| object::uid(o) == uid) else {
-            self.apply_delete(uid);
+            self.apply_read(&resource, uid, virtual_node, None).await;
             return Ok(());
         };
         if virtual_node {
             // Verified to exist: the real object's events take it from here.
-            self.apply_put(&resource, &latest);
+            self.apply_read(&resource, uid, virtual_node, Some(&latest))
+                .await;
             return Ok(());
         }
         // GC6

@@ -6,14 +6,20 @@
 //! is current to the collector's own knowledge. It never changes that state.
 //!
 //! # Guarantees
+//! - [`GcView::observed_dependents_at`] answers for a revision only when the graph has
+//!   applied every change of the store's change stream up to it and none after, checked
+//!   under the lock the collector changes it under. The graph is at no revision while a
+//!   rebuild's lists are being caught up with, after it changed from a read ahead of the
+//!   stream (until the stream passes that read), or once the collector stopped.
 //! - [`GcView::work_for_orphan`] and [`GcView::work_for_attempt`] report an item as queued,
 //!   in flight or retrying from the moment it is queued until its processing succeeded; an
 //!   item moves from "queued" to "in flight" with no gap in between.
 //!
 //! # Caveats
 //! - The graph follows the store's change stream, so it may lag the newest revision by the
-//!   stream's latency. Callers that answer at one store revision re-read what the graph names
-//!   at that revision.
+//!   stream's latency. Callers that answer at one store revision either re-read what the
+//!   graph names at that revision, or ask [`GcView::observed_dependents_at`], which answers
+//!   only while the graph is exactly that revision's state.
 //! - A view whose collector is not running (the server was started without it, or it has not
 //!   built its first graph yet) answers [`GcView::running`] with false and knows nothing.
 //! - A view built from a copy of a cluster's objects ([`GcView::of_objects`], for the CLI's
@@ -25,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::graph::{Graph, Identity, Item, Node};
+use crate::object::OwnerReference;
 
 /// Why an item is being retried: how often it failed and the last error.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,6 +76,44 @@ pub struct Dependent {
     pub name: String,
     /// Its reference to the owner has `blockOwnerDeletion: true`.
     pub block_owner_deletion: bool,
+}
+
+/// An owner's dependents of one type in one namespace, with what the graph knows of their
+/// state: enough for a deletion plan to judge them without reading them from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedGroup {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    /// Sorted by name.
+    pub members: Vec<ObservedDependent>,
+}
+
+/// One member of an [`ObservedGroup`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedDependent {
+    pub uid: String,
+    pub name: String,
+    /// Its references with a uid (shared with the graph, not copied).
+    pub owners: Arc<[OwnerReference]>,
+    pub finalizers: Vec<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// It owns something itself: a plan need not ask about the dependents of those that
+    /// do not.
+    pub has_dependents: bool,
+}
+
+/// An answer the graph can give only when it is exactly the store's state at a revision.
+#[derive(Debug)]
+pub enum AtRevision<T> {
+    Answer(T),
+    /// The graph has not applied every change up to the revision yet: ask again shortly.
+    Behind,
+    /// The graph is past the revision, between two revisions (catching up after a rebuild,
+    /// or changed from a read ahead of the stream), or not following the store at all
+    /// (a copy's view, a stopped collector): read the store instead.
+    Elsewhere,
 }
 
 /// An owner's dependents of one type in one namespace, as the graph knows them.
@@ -160,6 +205,7 @@ impl GcView {
     /// Forgets queued, running and failed work: a stopped collector (one whose replica lost
     /// the controllers' Lease) has none, and the next one starts from a fresh graph.
     pub(super) fn clear_work(&self) {
+        lock(&self.graph).stop_following();
         lock(&self.queued).clear();
         lock(&self.in_flight).clear();
         lock(&self.failures).clear();
@@ -211,6 +257,51 @@ impl GcView {
             (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name))
         });
         Some(dependents)
+    }
+
+    /// The observed dependents of each owner of `uids` (by position), with their owners,
+    /// finalizers and whether they are terminating, if the graph is exactly the store's
+    /// state at `revision`: the revision of the newest change the store had made to any
+    /// object at the reader's snapshot ([`finale_store::Store::last_change_in`]), so that
+    /// the answer is the snapshot's. Each owner's dependents are sorted by kind, namespace,
+    /// apiVersion and name.
+    ///
+    /// One lock for every owner asked about, checked and read together: the collector
+    /// cannot apply a change in between.
+    pub fn observed_dependents_at(
+        &self,
+        uids: &[&str],
+        revision: i64,
+    ) -> AtRevision<Vec<Vec<ObservedGroup>>> {
+        if !self.running() || self.outside {
+            return AtRevision::Elsewhere;
+        }
+        let graph = lock(&self.graph);
+        match graph.consistent_at() {
+            Some(at) if at == revision => {}
+            Some(at) if at < revision => return AtRevision::Behind,
+            // Past it, or between revisions: a rebuild catching up is as good as behind
+            // only if it will get there, which a graph ahead of the stream may not soon.
+            _ => return AtRevision::Elsewhere,
+        }
+        let mut answers: Vec<Vec<ObservedGroup>> = uids
+            .iter()
+            .map(|uid| observed_groups_in(&graph, uid))
+            .collect();
+        drop(graph);
+        for groups in &mut answers {
+            for group in groups.iter_mut() {
+                group.members.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+            }
+            groups.sort_unstable_by(|a, b| {
+                (&a.kind, &a.namespace, &a.api_version).cmp(&(
+                    &b.kind,
+                    &b.namespace,
+                    &b.api_version,
+                ))
+            });
+        }
+        AtRevision::Answer(answers)
     }
 
     /// The dependents the graph knows for each owner of `uids` (by position; empty for an
@@ -292,6 +383,51 @@ fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup>
         .collect()
 }
 
+/// The observed dependents of `uid` in `graph` with their state, grouped (unsorted); see
+/// [`GcView::observed_dependents_at`].
+fn observed_groups_in(graph: &Graph, uid: &str) -> Vec<ObservedGroup> {
+    let Some(node) = graph.nodes.get(uid) else {
+        return Vec::new();
+    };
+    let mut groups: Vec<ObservedGroup> = Vec::new();
+    for (dependent_uid, dependent) in observed_dependents(graph, node) {
+        let identity = &dependent.identity;
+        let member = ObservedDependent {
+            uid: dependent_uid.clone(),
+            name: identity.name.clone(),
+            owners: if dependent.owners.iter().all(|o| !o.uid.is_empty()) {
+                Arc::clone(&dependent.owners)
+            } else {
+                dependent
+                    .owners
+                    .iter()
+                    .filter(|o| !o.uid.is_empty())
+                    .cloned()
+                    .collect()
+            },
+            finalizers: dependent.finalizers.clone(),
+            terminating: dependent.being_deleted,
+            has_dependents: !dependent.dependents.is_empty(),
+        };
+        // An owner's dependents fall into a few groups (usually one): a short scan.
+        let same_group = |group: &&mut ObservedGroup| {
+            group.kind == identity.kind
+                && group.namespace == identity.namespace
+                && group.api_version == identity.api_version
+        };
+        match groups.iter_mut().find(same_group) {
+            Some(group) => group.members.push(member),
+            None => groups.push(ObservedGroup {
+                api_version: identity.api_version.clone(),
+                kind: identity.kind.clone(),
+                namespace: identity.namespace.clone(),
+                members: vec![member],
+            }),
+        }
+    }
+    groups
+}
+
 /// `node`'s dependents that the graph has observed: owners referenced but never observed
 /// (virtual nodes) are not dependents.
 fn observed_dependents<'g>(
@@ -316,5 +452,93 @@ fn dependent_of(owner_uid: &str, dependent_uid: &str, dependent: &Node) -> Depen
             .owners
             .iter()
             .any(|o| o.uid == owner_uid && o.block_owner_deletion),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config_map(
+        name: &str,
+        uid: &str,
+        rv: u64,
+        owner: Option<&str>,
+    ) -> (Identity, serde_json::Value) {
+        let references: Vec<serde_json::Value> = owner
+            .into_iter()
+            .map(|owner| {
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner,
+                "uid": owner, "blockOwnerDeletion": true})
+            })
+            .collect();
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv.to_string(),
+            "finalizers": ["example.com/hold"], "deletionTimestamp": "2026-11-28T00:00:00Z",
+            "ownerReferences": references}});
+        let identity = Identity {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        };
+        (identity, object)
+    }
+
+    /// The graph answers for a revision only when it is exactly there: behind, it says so
+    /// (the caller waits); past it, or in a copy's view, it sends the caller to the store.
+    #[test]
+    fn observed_dependents_are_answered_only_at_the_graphs_own_revision() {
+        let view = GcView::default();
+        {
+            let mut graph = lock(&view.graph);
+            for (identity, object) in [
+                config_map("owner", "owner", 1, None),
+                config_map("b", "b", 2, Some("owner")),
+                config_map("a", "a", 3, Some("owner")),
+            ] {
+                graph.put(identity, &object);
+            }
+            graph.applied(3);
+        }
+        assert!(
+            matches!(
+                view.observed_dependents_at(&["owner"], 3),
+                AtRevision::Elsewhere
+            ),
+            "a collector that is not running"
+        );
+        view.set_running(true);
+        assert!(matches!(
+            view.observed_dependents_at(&["owner"], 4),
+            AtRevision::Behind
+        ));
+        assert!(matches!(
+            view.observed_dependents_at(&["owner"], 2),
+            AtRevision::Elsewhere
+        ));
+        let AtRevision::Answer(answers) = view.observed_dependents_at(&["owner", "a", "none"], 3)
+        else {
+            panic!("the graph is at revision 3");
+        };
+        assert_eq!(answers[0].len(), 1, "one group: ConfigMaps in ns");
+        let group = &answers[0][0];
+        assert_eq!(
+            (group.kind.as_str(), group.namespace.as_deref()),
+            ("ConfigMap", Some("ns"))
+        );
+        let names: Vec<&str> = group.members.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"], "sorted by name");
+        assert_eq!(group.members[0].finalizers, ["example.com/hold"]);
+        assert!(group.members[0].terminating);
+        assert!(group.members[0].owners[0].block_owner_deletion);
+        assert!(answers[1].is_empty() && answers[2].is_empty());
+
+        let copy = GcView::of_objects(std::iter::empty());
+        assert!(matches!(
+            copy.observed_dependents_at(&["owner"], 3),
+            AtRevision::Elsewhere
+        ));
     }
 }
