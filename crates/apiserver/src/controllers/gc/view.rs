@@ -289,18 +289,11 @@ impl GcView {
             .map(|uid| observed_groups_in(&graph, uid))
             .collect();
         drop(graph);
-        for groups in &mut answers {
-            for group in groups.iter_mut() {
-                group.members.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-            }
-            groups.sort_unstable_by(|a, b| {
-                (&a.kind, &a.namespace, &a.api_version).cmp(&(
-                    &b.kind,
-                    &b.namespace,
-                    &b.api_version,
-                ))
-            });
-        }
+        sort_groups(
+            &mut answers,
+            |g| (&g.kind, &g.namespace, &g.api_version),
+            |g| g.members.sort_unstable_by(|a, b| a.name.cmp(&b.name)),
+        );
         AtRevision::Answer(answers)
     }
 
@@ -324,18 +317,11 @@ impl GcView {
             .map(|uid| groups_in(&graph, uid, list_up_to))
             .collect();
         drop(graph);
-        for groups in &mut answers {
-            for group in groups.iter_mut() {
-                group.members.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-            }
-            groups.sort_unstable_by(|a, b| {
-                (&a.kind, &a.namespace, &a.api_version).cmp(&(
-                    &b.kind,
-                    &b.namespace,
-                    &b.api_version,
-                ))
-            });
-        }
+        sort_groups(
+            &mut answers,
+            |g| (&g.kind, &g.namespace, &g.api_version),
+            |g| g.members.sort_unstable_by(|a, b| a.name.cmp(&b.name)),
+        );
         answers
     }
 }
@@ -343,28 +329,7 @@ impl GcView {
 /// The dependents of `uid` in `graph`, grouped (unsorted); see
 /// [`GcView::dependent_groups_of`].
 fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup> {
-    let Some(node) = graph.nodes.get(uid) else {
-        return Vec::new();
-    };
-    if node.dependents.is_empty() {
-        return Vec::new();
-    }
-    // One lookup per dependent; an owner's dependents fall into a few groups (usually
-    // one), so a group is found by a short scan rather than by hashing every identity.
-    let mut groups: Vec<(&Identity, Vec<(&String, &Node)>)> = Vec::new();
-    for (dependent_uid, dependent) in observed_dependents(graph, node) {
-        let identity = &dependent.identity;
-        let same_group = |(group, _): &&mut (&Identity, _)| {
-            group.kind == identity.kind
-                && group.namespace == identity.namespace
-                && group.api_version == identity.api_version
-        };
-        match groups.iter_mut().find(same_group) {
-            Some((_, members)) => members.push((dependent_uid, dependent)),
-            None => groups.push((identity, vec![(dependent_uid, dependent)])),
-        }
-    }
-    groups
+    grouped_dependents(graph, uid)
         .into_iter()
         .map(|(identity, members)| DependentGroup {
             api_version: identity.api_version.clone(),
@@ -386,46 +351,74 @@ fn groups_in(graph: &Graph, uid: &str, list_up_to: usize) -> Vec<DependentGroup>
 /// The observed dependents of `uid` in `graph` with their state, grouped (unsorted); see
 /// [`GcView::observed_dependents_at`].
 fn observed_groups_in(graph: &Graph, uid: &str) -> Vec<ObservedGroup> {
+    grouped_dependents(graph, uid)
+        .into_iter()
+        .map(|(identity, members)| ObservedGroup {
+            api_version: identity.api_version.clone(),
+            kind: identity.kind.clone(),
+            namespace: identity.namespace.clone(),
+            members: members
+                .into_iter()
+                .map(|(dependent_uid, dependent)| ObservedDependent {
+                    uid: dependent_uid.clone(),
+                    name: dependent.identity.name.clone(),
+                    owners: if dependent.owners.iter().all(|o| !o.uid.is_empty()) {
+                        Arc::clone(&dependent.owners)
+                    } else {
+                        dependent
+                            .owners
+                            .iter()
+                            .filter(|o| !o.uid.is_empty())
+                            .cloned()
+                            .collect()
+                    },
+                    finalizers: dependent.finalizers.clone(),
+                    terminating: dependent.being_deleted,
+                    has_dependents: !dependent.dependents.is_empty(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The observed dependents of `uid` in `graph`, grouped by type and namespace (unsorted),
+/// each group named by its first member's identity.
+fn grouped_dependents<'g>(
+    graph: &'g Graph,
+    uid: &str,
+) -> Vec<(&'g Identity, Vec<(&'g String, &'g Node)>)> {
     let Some(node) = graph.nodes.get(uid) else {
         return Vec::new();
     };
-    let mut groups: Vec<ObservedGroup> = Vec::new();
+    // One lookup per dependent; an owner's dependents fall into a few groups (usually
+    // one), so a group is found by a short scan rather than by hashing every identity.
+    let mut groups: Vec<(&Identity, Vec<(&String, &Node)>)> = Vec::new();
     for (dependent_uid, dependent) in observed_dependents(graph, node) {
         let identity = &dependent.identity;
-        let member = ObservedDependent {
-            uid: dependent_uid.clone(),
-            name: identity.name.clone(),
-            owners: if dependent.owners.iter().all(|o| !o.uid.is_empty()) {
-                Arc::clone(&dependent.owners)
-            } else {
-                dependent
-                    .owners
-                    .iter()
-                    .filter(|o| !o.uid.is_empty())
-                    .cloned()
-                    .collect()
-            },
-            finalizers: dependent.finalizers.clone(),
-            terminating: dependent.being_deleted,
-            has_dependents: !dependent.dependents.is_empty(),
-        };
-        // An owner's dependents fall into a few groups (usually one): a short scan.
-        let same_group = |group: &&mut ObservedGroup| {
+        let same_group = |(group, _): &&mut (&Identity, _)| {
             group.kind == identity.kind
                 && group.namespace == identity.namespace
                 && group.api_version == identity.api_version
         };
         match groups.iter_mut().find(same_group) {
-            Some(group) => group.members.push(member),
-            None => groups.push(ObservedGroup {
-                api_version: identity.api_version.clone(),
-                kind: identity.kind.clone(),
-                namespace: identity.namespace.clone(),
-                members: vec![member],
-            }),
+            Some((_, members)) => members.push((dependent_uid, dependent)),
+            None => groups.push((identity, vec![(dependent_uid, dependent)])),
         }
     }
     groups
+}
+
+/// Sorts each owner's groups by kind, namespace and apiVersion, and each group's members by
+/// name (`sort_members`), for a stable answer; done after the graph's lock is let go.
+fn sort_groups<G>(
+    answers: &mut [Vec<G>],
+    key: impl Fn(&G) -> (&String, &Option<String>, &String),
+    sort_members: impl Fn(&mut G),
+) {
+    for groups in answers {
+        groups.iter_mut().for_each(&sort_members);
+        groups.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    }
 }
 
 /// `node`'s dependents that the graph has observed: owners referenced but never observed
