@@ -6,6 +6,7 @@
 //! defaulting hook. That data lives here and nowhere else.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
@@ -18,6 +19,17 @@ pub const OBJECTS_PREFIX: &str = "/registry/";
 
 /// How an object of this kind is filled in on create (the "PrepareForCreate" hook).
 pub type DefaultingHook = fn(&mut Value);
+
+/// The OpenAPI schema of a built-in kind: a reference to its k8s-openapi type's definition,
+/// which the generator records (see [`crate::openapi`]).
+pub type SchemaOf = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// [`SchemaOf`] for one k8s-openapi type.
+fn schema_of<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<T>()
+}
 
 /// Kind-specific validation of a write: the new object and, on updates, the stored one.
 pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
@@ -64,6 +76,9 @@ pub struct ResourceType {
     pub builtin: bool,
     /// CRD `additionalPrinterColumns` (custom resources only; built-ins have fixed columns).
     pub printer_columns: Vec<PrinterColumn>,
+    /// A built-in kind's published schema: its k8s-openapi type (custom resources publish
+    /// `schema` instead).
+    pub openapi: Option<SchemaOf>,
     /// The structural schema of a custom resource version: pruning, defaulting, validation.
     pub schema: Option<Arc<crate::crd::schema::StructuralSchema>>,
     /// Checks beyond names, labels and finalizers (CRDs validate their spec here).
@@ -294,6 +309,7 @@ impl Builtin {
             graceful: false,
             builtin: true,
             printer_columns: Vec::new(),
+            openapi: None,
             schema: None,
             validation: None,
             storage_version: None,
@@ -302,6 +318,11 @@ impl Builtin {
             token_subresource: false,
             runs_on_nodes: false,
         })
+    }
+    /// The k8s-openapi type of the kind, whose schema OpenAPI publishes.
+    fn typed<T: schemars::JsonSchema>(mut self) -> Self {
+        self.0.openapi = Some(schema_of::<T>);
+        self
     }
     fn short(mut self, names: &[&str]) -> Self {
         self.0.short_names = names.iter().map(|s| s.to_string()).collect();
@@ -492,6 +513,11 @@ fn default_service(object: &mut Value) {
 
 /// The built-in kinds Finale serves.
 pub fn builtin_types() -> Vec<ResourceType> {
+    use k8s_openapi::api::{
+        apps, authentication, authorization, batch, coordination, core, events, rbac,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+
     let event_fields = [
         "involvedObject.kind",
         "involvedObject.namespace",
@@ -517,6 +543,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
     ];
     vec![
         Builtin::new("", "v1", "Namespace", "namespaces", false)
+            .typed::<core::v1::Namespace>()
             .short(&["ns"])
             .status()
             .names(NameRule::Dns1123Label)
@@ -525,18 +552,22 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .defaulting(default_namespace)
             .0,
         Builtin::new("", "v1", "ConfigMap", "configmaps", true)
+            .typed::<core::v1::ConfigMap>()
             .short(&["cm"])
             .0,
         Builtin::new("", "v1", "Secret", "secrets", true)
+            .typed::<core::v1::Secret>()
             .fields(&["type"])
             .write_defaults(default_secret)
             .0,
         Builtin::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .typed::<core::v1::ServiceAccount>()
             .short(&["sa"])
             .returns_deleted()
             .issues_tokens()
             .0,
         Builtin::new("", "v1", "Service", "services", true)
+            .typed::<core::v1::Service>()
             .short(&["svc"])
             .in_all()
             .status()
@@ -544,6 +575,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .write_defaults(default_service)
             .0,
         Builtin::new("", "v1", "Pod", "pods", true)
+            .typed::<core::v1::Pod>()
             .short(&["po"])
             .in_all()
             .status()
@@ -560,6 +592,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         // Registered and kept current by node agents (`finale node`); its Lease in
         // kube-node-lease is the heartbeat the node lifecycle controller reads.
         Builtin::new("", "v1", "Node", "nodes", false)
+            .typed::<core::v1::Node>()
             .short(&["no"])
             .status()
             .status_writes(StatusWrites::KeepSpec {
@@ -569,15 +602,19 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .fields(&["spec.unschedulable"])
             .0,
         Builtin::new("", "v1", "Event", "events", true)
+            .typed::<core::v1::Event>()
             .short(&["ev"])
             .gc(crate::deletion::GcPolicy::Unsupported)
             .fields(&event_fields)
             .0,
         Builtin::new("events.k8s.io", "v1", "Event", "events", true)
+            .typed::<events::v1::Event>()
             .short(&["ev"])
             .gc(crate::deletion::GcPolicy::Unsupported)
             .0,
-        Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true).0,
+        Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true)
+            .typed::<coordination::v1::Lease>()
+            .0,
         // Who a token stands for, for services handed one (authn/token_review.rs).
         Builtin::new(
             "authentication.k8s.io",
@@ -586,6 +623,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "tokenreviews",
             false,
         )
+        .typed::<authentication::v1::TokenReview>()
         .review()
         .0,
         // `kubectl auth whoami`: who the server takes the caller for.
@@ -596,6 +634,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "selfsubjectreviews",
             false,
         )
+        .typed::<authentication::v1::SelfSubjectReview>()
         .review()
         .0,
         // `kubectl auth can-i`: answered by the authorizer (authz/review.rs).
@@ -606,6 +645,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "selfsubjectaccessreviews",
             false,
         )
+        .typed::<authorization::v1::SelfSubjectAccessReview>()
         .review()
         .0,
         Builtin::new(
@@ -615,6 +655,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "selfsubjectrulesreviews",
             false,
         )
+        .typed::<authorization::v1::SelfSubjectRulesReview>()
         .review()
         .0,
         Builtin::new(
@@ -624,6 +665,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "subjectaccessreviews",
             false,
         )
+        .typed::<authorization::v1::SubjectAccessReview>()
         .review()
         .0,
         Builtin::new(
@@ -633,10 +675,12 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "localsubjectaccessreviews",
             true,
         )
+        .typed::<authorization::v1::LocalSubjectAccessReview>()
         .review()
         .0,
         // What the authorizer decides by (authz/).
         Builtin::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true)
+            .typed::<rbac::v1::Role>()
             .names(NameRule::PathSegment)
             .0,
         Builtin::new(
@@ -646,6 +690,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "rolebindings",
             true,
         )
+        .typed::<rbac::v1::RoleBinding>()
         .names(NameRule::PathSegment)
         .0,
         Builtin::new(
@@ -655,6 +700,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "clusterroles",
             false,
         )
+        .typed::<rbac::v1::ClusterRole>()
         .names(NameRule::PathSegment)
         .0,
         Builtin::new(
@@ -664,9 +710,11 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "clusterrolebindings",
             false,
         )
+        .typed::<rbac::v1::ClusterRoleBinding>()
         .names(NameRule::PathSegment)
         .0,
         Builtin::new("apps", "v1", "Deployment", "deployments", true)
+            .typed::<apps::v1::Deployment>()
             .short(&["deploy"])
             .generation()
             .scalable()
@@ -678,6 +726,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             })
             .0,
         Builtin::new("apps", "v1", "ReplicaSet", "replicasets", true)
+            .typed::<apps::v1::ReplicaSet>()
             .short(&["rs"])
             .generation()
             .scalable()
@@ -696,6 +745,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "customresourcedefinitions",
             false,
         )
+        .typed::<apiextensions::v1::CustomResourceDefinition>()
         .short(&["crd", "crds"])
         .categories(&["api-extensions"])
         .status()
@@ -705,6 +755,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .validation(crate::crd::definition::validate_crd)
         .0,
         Builtin::new("batch", "v1", "Job", "jobs", true)
+            .typed::<batch::v1::Job>()
             .generation()
             .gc(crate::deletion::GcPolicy::OrphanDependents)
             .defaulting(crate::kinds::job::default_job)
@@ -722,6 +773,9 @@ pub fn builtin_types() -> Vec<ResourceType> {
 #[derive(Default)]
 pub struct Catalog {
     types: RwLock<Vec<Arc<ResourceType>>>,
+    /// Bumped on every change, so what is derived from the catalog (OpenAPI documents) knows
+    /// when to derive it again.
+    generation: AtomicU64,
 }
 
 impl Catalog {
@@ -747,6 +801,12 @@ impl Catalog {
                 && t.plural == resource.plural)
         });
         types.push(Arc::new(resource));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes with every change of the served types.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Replaces every served version of `group`/`plural` with `types` in one step, so that
@@ -758,6 +818,7 @@ impl Catalog {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         current.retain(|t| !(t.group == group && t.plural == plural));
         current.extend(types.into_iter().map(Arc::new));
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {

@@ -537,6 +537,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let state = AppState {
         registry: Arc::clone(&registry),
+        openapi: Arc::default(),
         authenticator: Arc::new(Authenticator {
             tokens,
             service_accounts: Some(Arc::new(service_account_tokens)),

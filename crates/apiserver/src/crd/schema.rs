@@ -79,6 +79,13 @@ pub struct StructuralSchema {
     root: Node,
 }
 
+impl StructuralSchema {
+    /// The `openAPIV3Schema` as written, which OpenAPI publishes (see [`crate::openapi`]).
+    pub fn source(&self) -> &Map<String, Value> {
+        &self.root.raw
+    }
+}
+
 /// How a list is merged (`x-kubernetes-list-type`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListType {

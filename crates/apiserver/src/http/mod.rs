@@ -56,6 +56,8 @@ pub struct AppState {
     pub insight: Arc<crate::insight::Insight>,
     /// The audit policy and log (`--audit-log-path`), if any.
     pub audit: Option<Arc<finale_audit::Audit>>,
+    /// The OpenAPI documents, rendered once per catalog generation.
+    pub openapi: Arc<openapi::OpenApi>,
     /// Reaches node agents for `pods/log`.
     pub node_client: Option<Arc<crate::node_client::NodeClient>>,
 }
@@ -239,24 +241,108 @@ async fn apis_root(State(state): State<AppState>, headers: HeaderMap) -> Respons
     )
 }
 
-async fn openapi_index(State(state): State<AppState>) -> Response {
-    json_response(StatusCode::OK, &openapi::index(state.registry.catalog()))
+async fn openapi_index(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let v3 = state.openapi.v3(state.registry.catalog());
+    openapi_response(&headers, &v3.index, "application/json", false)
 }
 
+/// `/openapi/v3/<path>[?hash=]`: a stale hash is redirected to the current one, as upstream
+/// does, so a client never caches one document under another's hash.
 async fn openapi_document(
     State(state): State<AppState>,
     axum::extract::Path(rest): axum::extract::Path<String>,
+    uri: http::Uri,
+    headers: HeaderMap,
 ) -> Response {
-    match openapi::document(state.registry.catalog(), &rest) {
-        Some(doc) => json_response(StatusCode::OK, &doc),
-        None => ApiError::new(404, "NotFound", format!("no OpenAPI document for {rest:?}"))
-            .into_response(),
+    let v3 = state.openapi.v3(state.registry.catalog());
+    let path = rest.trim_matches('/');
+    let Some(document) = v3.documents.get(path) else {
+        return ApiError::new(
+            404,
+            "NotFound",
+            format!("no OpenAPI document for {path:?}; GET /openapi/v3 lists them"),
+        )
+        .into_response();
+    };
+    let asked_hash = uri
+        .query()
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .find_map(|pair| pair.strip_prefix("hash="));
+    match asked_hash {
+        Some(hash) if hash != document.hash => {
+            let location = format!("/openapi/v3/{path}?hash={}", document.hash);
+            match HeaderValue::from_str(&location) {
+                Ok(location) => (
+                    StatusCode::MOVED_PERMANENTLY,
+                    [(header::LOCATION, location)],
+                )
+                    .into_response(),
+                Err(_) => openapi_response(&headers, document, "application/json", false),
+            }
+        }
+        Some(_) => openapi_response(&headers, document, "application/json", true),
+        None => openapi_response(&headers, document, "application/json", false),
     }
 }
 
-/// OpenAPI v2 is protobuf-only for kubectl; not serving it makes kubectl use v3.
-async fn openapi_v2() -> Response {
-    ApiError::new(404, "NotFound", "OpenAPI v2 is not served; use /openapi/v3").into_response()
+/// `/openapi/v2`: protobuf when the client asks for it (client-go always does), else JSON.
+async fn openapi_v2(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let v2 = state.openapi.v2(state.registry.catalog());
+    let wants_protobuf = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|accept| accept.contains("protobuf"));
+    if wants_protobuf {
+        openapi_response(&headers, &v2.protobuf, openapi::V2_PROTOBUF, false)
+    } else {
+        openapi_response(&headers, &v2.json, "application/json", false)
+    }
+}
+
+/// A rendered document with its ETag; 304 when the client already has it.
+fn openapi_response(
+    headers: &HeaderMap,
+    document: &openapi::Rendered,
+    content_type: &'static str,
+    immutable: bool,
+) -> Response {
+    let etag = document.etag();
+    let cached = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|tag| {
+            let tag = tag.trim();
+            tag == "*" || tag.trim_start_matches("W/") == etag
+        });
+    let cache_control = if immutable {
+        "public, immutable"
+    } else {
+        "no-cache, private"
+    };
+    let mut response = if cached {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+            document.body.clone(),
+        )
+            .into_response()
+    };
+    let response_headers = response.headers_mut();
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        response_headers.insert(header::ETAG, etag);
+    }
+    response_headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(cache_control),
+    );
+    response_headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    response
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
