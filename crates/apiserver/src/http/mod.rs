@@ -7,6 +7,7 @@ pub mod audit;
 pub mod health;
 mod jsonpath;
 pub mod limits;
+mod metadata;
 mod path;
 mod pod;
 mod resource;

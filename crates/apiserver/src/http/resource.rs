@@ -13,7 +13,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::path::{ApiPath, ResourcePath, parse};
-use super::{AppState, json_response, table, watch};
+use super::{AppState, json_response, metadata, table, watch};
 use crate::discovery;
 use crate::field_validation::{self, FieldValidation};
 use crate::registry::{
@@ -540,8 +540,16 @@ impl ResourceRequest<'_> {
                 &scale::to_scale(self.resource, object)?,
             ));
         }
+        // A `Status` (a DELETE that did not return the object) is sent as it is, whatever the
+        // client asked the object to look like.
+        if object.get("kind").and_then(Value::as_str) == Some("Status") {
+            return Ok(json_response(code, object));
+        }
         if wants_table(self.headers) {
             return Ok(table::response(code, self.resource, object));
+        }
+        if let Some(metadata_only) = metadata::requested(self.headers) {
+            return Ok(json_response(code, &metadata_only.convert(object)?));
         }
         Ok(json_response(code, object))
     }
@@ -641,6 +649,14 @@ impl ResourceRequest<'_> {
             _ => Duration::from_secs(rand::rng().random_range(1800..3600)),
         };
         let bookmarks = self.query.flag("allowWatchBookmarks");
+        let metadata_only = metadata::requested(self.headers);
+        if metadata_only.as_ref().is_some_and(|form| form.list) {
+            return Err(ApiError::new(
+                406,
+                "NotAcceptable",
+                "a watch sends objects one by one: ask for PartialObjectMetadata, not PartialObjectMetadataList",
+            ));
+        }
         let stream = self
             .state
             .registry
@@ -656,6 +672,7 @@ impl ResourceRequest<'_> {
             watch::Framing {
                 resource: Arc::clone(self.resource),
                 table: wants_table(self.headers),
+                metadata_only,
                 bookmarks: bookmarks || send_initial_events,
                 timeout,
                 shutdown: self.state.shutdown.clone(),
@@ -897,7 +914,7 @@ impl ResourceRequest<'_> {
             StatusCode::OK
         };
         Ok(with_warnings(
-            json_response(code, &result.body),
+            self.respond(code, &result.body)?,
             &result.warnings,
         ))
     }
@@ -915,7 +932,7 @@ impl ResourceRequest<'_> {
             )
             .await?;
         Ok(with_warnings(
-            json_response(StatusCode::OK, &list),
+            self.respond(StatusCode::OK, &list)?,
             &warnings,
         ))
     }

@@ -21,6 +21,8 @@ pub struct Framing {
     pub resource: Arc<ResourceType>,
     /// Send each object as a one-row Table (kubectl get -w).
     pub table: bool,
+    /// Each object as `PartialObjectMetadata` (see the metadata module).
+    pub metadata_only: Option<super::metadata::MetadataOnly>,
     /// The client asked for BOOKMARK events.
     pub bookmarks: bool,
     pub timeout: Duration,
@@ -38,6 +40,7 @@ pub fn response(stream: WatchStream, framing: Framing) -> Response {
     let Framing {
         resource,
         table,
+        metadata_only,
         bookmarks,
         timeout,
         shutdown,
@@ -58,6 +61,8 @@ pub fn response(stream: WatchStream, framing: Framing) -> Response {
                     if table {
                         let with_definitions = std::mem::replace(&mut first_table, false);
                         Some(line(event_type, &table::table(&resource, &object, with_definitions)))
+                    } else if let Some(metadata_only) = &metadata_only {
+                        Some(line(event_type, &metadata_only.object(&object)))
                     } else {
                         Some(line(event_type, &object))
                     }
