@@ -59,10 +59,9 @@ pub fn requested(headers: &HeaderMap) -> Option<MetadataOnly> {
             // Plain JSON (or a Table, which the table module answers) decides.
             _ => return None,
         };
-        let version = match version {
-            Some(version @ ("v1" | "v1beta1")) => version,
-            _ => "v1",
-        };
+        let version = version
+            .filter(|version| matches!(*version, "v1" | "v1beta1"))
+            .unwrap_or("v1");
         return Some(MetadataOnly {
             list,
             api_version: format!("meta.k8s.io/{version}"),
