@@ -10,7 +10,7 @@
 //! with `--validate=false` (then `Ignore`).
 //!
 //! Finale keeps objects as JSON values, so [`find_unknown_fields`] asks the k8s-openapi type of
-//! the kind which keys it would skip (`serde_ignored` reports every key the typed
+//! the kind (the catalog's [`crate::resources::KindType`]) which keys it would skip (`serde_ignored` reports every key the typed
 //! deserialization ignores), and [`remove_fields`] then does what the Go decoding does to them.
 //! [`duplicate_fields`] walks the raw body, since a parsed `Value` has already kept only the last
 //! of two equal keys.
@@ -156,32 +156,21 @@ pub fn find_unknown_fields(
     kind: &str,
     object: &Value,
 ) -> Option<UnknownFields> {
-    use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, events};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-
-    let ignored = match (group, version, kind) {
-        ("", "v1", "Namespace") => ignored_paths::<core::v1::Namespace>(object),
-        ("", "v1", "ConfigMap") => ignored_paths::<core::v1::ConfigMap>(object),
-        ("", "v1", "Secret") => ignored_paths::<core::v1::Secret>(object),
-        ("", "v1", "ServiceAccount") => ignored_paths::<core::v1::ServiceAccount>(object),
-        ("", "v1", "Service") => ignored_paths::<core::v1::Service>(object),
-        ("", "v1", "Pod") => ignored_paths::<core::v1::Pod>(object),
-        ("", "v1", "Event") => ignored_paths::<core::v1::Event>(object),
-        ("events.k8s.io", "v1", "Event") => ignored_paths::<events::v1::Event>(object),
-        ("coordination.k8s.io", "v1", "Lease") => ignored_paths::<coordination::v1::Lease>(object),
-        ("apps", "v1", "Deployment") => ignored_paths::<apps::v1::Deployment>(object),
-        ("apps", "v1", "ReplicaSet") => ignored_paths::<apps::v1::ReplicaSet>(object),
-        ("batch", "v1", "Job") => ignored_paths::<batch::v1::Job>(object),
-        // The body of a PUT to the `scale` subresource of Deployments and ReplicaSets.
-        ("autoscaling", "v1", "Scale") => ignored_paths::<autoscaling::v1::Scale>(object),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            ignored_paths::<apiextensions::v1::CustomResourceDefinition>(object)
-        }
-        _ => return None,
+    // The body of a PUT to the `scale` subresource of Deployments and ReplicaSets.
+    let ignored = if (group, version, kind) == ("autoscaling", "v1", "Scale") {
+        ignored_paths::<k8s_openapi::api::autoscaling::v1::Scale>
+    } else {
+        crate::resources::builtin_kind_type(group, version, kind)?.unknown_fields
     };
-    let is_crd = group == "apiextensions.k8s.io" && kind == "CustomResourceDefinition";
+    let is_crd = group == crate::resources::CRD_GROUP && kind == "CustomResourceDefinition";
+    Some(unknown_fields_of(ignored, is_crd, object))
+}
+
+/// What [`find_unknown_fields`] answers, for a kind whose type's [`IgnoredPaths`] the caller
+/// already holds (the registry has them in its catalog).
+pub fn unknown_fields_of(ignored: IgnoredPaths, is_crd: bool, object: &Value) -> UnknownFields {
     let mut fields = UnknownFields::default();
-    for path in ignored {
+    for path in ignored(object) {
         let rendered = render(&path);
         if is_crd && in_leniently_decoded_schema(&path) {
             fields.unreported.push(rendered);
@@ -189,19 +178,24 @@ pub fn find_unknown_fields(
             fields.reported.push(rendered);
         }
     }
-    Some(fields)
+    fields
 }
+
+/// The keys a typed deserialization of a kind skips, as paths: see [`ignored_paths`].
+pub type IgnoredPaths = fn(&Value) -> Vec<Vec<Segment>>;
 
 /// One step of a field path.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Segment {
+pub enum Segment {
     Key(String),
     Index(usize),
 }
 
 /// Deserializes `object` as `T` (minus `apiVersion` and `kind`, whose values k8s-openapi would
 /// insist on) and returns the path of every key `T` skipped; nothing if `T` rejects the object.
-fn ignored_paths<T: DeserializeOwned>(object: &Value) -> Vec<Vec<Segment>> {
+/// Every key the deserialization of `object` into the kind's type `T` skips (none when it does
+/// not deserialize: the registry's validation reports the type error).
+pub fn ignored_paths<T: DeserializeOwned>(object: &Value) -> Vec<Vec<Segment>> {
     let Value::Object(fields) = object else {
         return Vec::new();
     };
@@ -820,7 +814,10 @@ mod tests {
             None
         );
         assert_eq!(unknown_fields("", "v1", "Deployment", &object), None);
-        assert_eq!(find_unknown_fields("", "v1", "PodTemplate", &object), None);
+        assert_eq!(
+            find_unknown_fields("", "v1", "ComponentStatus", &object),
+            None
+        );
     }
 
     #[test]

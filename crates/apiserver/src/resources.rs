@@ -31,6 +31,34 @@ fn schema_of<T: schemars::JsonSchema>(
     generator.subschema_for::<T>()
 }
 
+/// The k8s-openapi type of a built-in kind, the Rust counterpart of the Go type upstream
+/// decodes the kind into: the fields it lacks are a body's unknown fields
+/// ([`crate::field_validation`]), and its schema is what OpenAPI publishes.
+#[derive(Clone, Copy, Debug)]
+pub struct KindType {
+    pub schema: SchemaOf,
+    pub unknown_fields: crate::field_validation::IgnoredPaths,
+}
+
+impl KindType {
+    fn of<T: schemars::JsonSchema + serde::de::DeserializeOwned>() -> KindType {
+        KindType {
+            schema: schema_of::<T>,
+            unknown_fields: crate::field_validation::ignored_paths::<T>,
+        }
+    }
+}
+
+/// The type of the built-in kind served at `group`/`version`, if any.
+pub fn builtin_kind_type(group: &str, version: &str, kind: &str) -> Option<KindType> {
+    static BUILTINS: std::sync::OnceLock<Vec<ResourceType>> = std::sync::OnceLock::new();
+    BUILTINS
+        .get_or_init(builtin_types)
+        .iter()
+        .find(|t| t.group == group && t.version == version && t.kind == kind)
+        .and_then(|t| t.typed)
+}
+
 /// Kind-specific validation of a write: the new object and, on updates, the stored one.
 pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
 
@@ -76,9 +104,8 @@ pub struct ResourceType {
     pub builtin: bool,
     /// CRD `additionalPrinterColumns` (custom resources only; built-ins have fixed columns).
     pub printer_columns: Vec<PrinterColumn>,
-    /// A built-in kind's published schema: its k8s-openapi type (custom resources publish
-    /// `schema` instead).
-    pub openapi: Option<SchemaOf>,
+    /// A built-in kind's k8s-openapi type (custom resources have `schema` instead).
+    pub typed: Option<KindType>,
     /// The structural schema of a custom resource version: pruning, defaulting, validation.
     pub schema: Option<Arc<crate::crd::schema::StructuralSchema>>,
     /// Checks beyond names, labels and finalizers (CRDs validate their spec here).
@@ -309,7 +336,7 @@ impl Builtin {
             graceful: false,
             builtin: true,
             printer_columns: Vec::new(),
-            openapi: None,
+            typed: None,
             schema: None,
             validation: None,
             storage_version: None,
@@ -319,9 +346,9 @@ impl Builtin {
             runs_on_nodes: false,
         })
     }
-    /// The k8s-openapi type of the kind, whose schema OpenAPI publishes.
-    fn typed<T: schemars::JsonSchema>(mut self) -> Self {
-        self.0.openapi = Some(schema_of::<T>);
+    /// The k8s-openapi type of the kind (see [`KindType`]).
+    fn typed<T: schemars::JsonSchema + serde::de::DeserializeOwned>(mut self) -> Self {
+        self.0.typed = Some(KindType::of::<T>());
         self
     }
     fn short(mut self, names: &[&str]) -> Self {
@@ -514,7 +541,8 @@ fn default_service(object: &mut Value) {
 /// The built-in kinds Finale serves.
 pub fn builtin_types() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, events, rbac,
+        apps, authentication, authorization, batch, coordination, core, discovery, events,
+        networking, node, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 
@@ -763,6 +791,172 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .in_all()
             .status()
             .fields(&["status.successful"])
+            .0,
+        // Kinds stored and served as upstream serves them, whose controllers Finale does not
+        // run (docs/compatibility.md lists which run): what envtest offers too.
+        Builtin::new("", "v1", "PodTemplate", "podtemplates", true)
+            .typed::<core::v1::PodTemplate>()
+            .0,
+        // No `/scale`: its selector is a plain map, which the scale module does not read.
+        Builtin::new(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            true,
+        )
+        .typed::<core::v1::ReplicationController>()
+        .short(&["rc"])
+        .in_all()
+        .status()
+        .generation()
+        .gc(crate::deletion::GcPolicy::OrphanDependents)
+        .0,
+        Builtin::new("", "v1", "Endpoints", "endpoints", true)
+            .typed::<core::v1::Endpoints>()
+            .short(&["ep"])
+            .0,
+        Builtin::new(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+        )
+        .typed::<core::v1::PersistentVolumeClaim>()
+        .short(&["pvc"])
+        .status()
+        .0,
+        Builtin::new("", "v1", "PersistentVolume", "persistentvolumes", false)
+            .typed::<core::v1::PersistentVolume>()
+            .short(&["pv"])
+            .status()
+            .0,
+        Builtin::new("", "v1", "LimitRange", "limitranges", true)
+            .typed::<core::v1::LimitRange>()
+            .short(&["limits"])
+            .0,
+        Builtin::new("", "v1", "ResourceQuota", "resourcequotas", true)
+            .typed::<core::v1::ResourceQuota>()
+            .short(&["quota"])
+            .status()
+            .0,
+        Builtin::new("apps", "v1", "StatefulSet", "statefulsets", true)
+            .typed::<apps::v1::StatefulSet>()
+            .short(&["sts"])
+            .in_all()
+            .status()
+            .scalable()
+            .generation()
+            .0,
+        Builtin::new("apps", "v1", "DaemonSet", "daemonsets", true)
+            .typed::<apps::v1::DaemonSet>()
+            .short(&["ds"])
+            .in_all()
+            .status()
+            .generation()
+            .0,
+        Builtin::new(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+        )
+        .typed::<apps::v1::ControllerRevision>()
+        .0,
+        Builtin::new("batch", "v1", "CronJob", "cronjobs", true)
+            .typed::<batch::v1::CronJob>()
+            .short(&["cj"])
+            .in_all()
+            .status()
+            .generation()
+            .0,
+        Builtin::new(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+        )
+        .typed::<policy::v1::PodDisruptionBudget>()
+        .short(&["pdb"])
+        .status()
+        .generation()
+        .0,
+        Builtin::new("networking.k8s.io", "v1", "Ingress", "ingresses", true)
+            .typed::<networking::v1::Ingress>()
+            .short(&["ing"])
+            .status()
+            .generation()
+            .0,
+        Builtin::new(
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
+            false,
+        )
+        .typed::<networking::v1::IngressClass>()
+        .0,
+        Builtin::new(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+        )
+        .typed::<networking::v1::NetworkPolicy>()
+        .short(&["netpol"])
+        .generation()
+        .0,
+        Builtin::new(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+        )
+        .typed::<discovery::v1::EndpointSlice>()
+        .0,
+        Builtin::new(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            false,
+        )
+        .typed::<storage::v1::StorageClass>()
+        .short(&["sc"])
+        .0,
+        Builtin::new("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false)
+            .typed::<storage::v1::CSIDriver>()
+            .0,
+        Builtin::new("storage.k8s.io", "v1", "CSINode", "csinodes", false)
+            .typed::<storage::v1::CSINode>()
+            .0,
+        Builtin::new(
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttachment",
+            "volumeattachments",
+            false,
+        )
+        .typed::<storage::v1::VolumeAttachment>()
+        .status()
+        .0,
+        Builtin::new(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            false,
+        )
+        .typed::<scheduling::v1::PriorityClass>()
+        .short(&["pc"])
+        .0,
+        Builtin::new("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", false)
+            .typed::<node::v1::RuntimeClass>()
             .0,
     ]
 }

@@ -1173,7 +1173,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             graceful: false,
             builtin: false,
             printer_columns,
-            openapi: None,
+            typed: None,
             schema: Some(Arc::new(schema)),
             // The few kinds whose metadata the server checks itself.
             validation: crate::registry::cloud_gc::hook_for(group, kind),

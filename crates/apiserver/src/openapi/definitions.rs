@@ -1,7 +1,7 @@
 //! The schema of every served kind, under upstream's definition names.
 //!
 //! - Built-in kinds: the `JsonSchema` of the k8s-openapi type the catalog names for the kind
-//!   (`ResourceType::openapi`), the same type the server decodes the kind's bodies with for
+//!   (`ResourceType::typed`), the same type the server decodes the kind's bodies with for
 //!   field validation. Definitions are named as upstream names them
 //!   (`io.k8s.api.core.v1.ConfigMap`), because k8s-openapi does.
 //! - Custom resources, and Finale's own kinds: the `openAPIV3Schema` they are validated with
@@ -61,8 +61,8 @@ pub fn definitions(types: &[Arc<ResourceType>], settings: SchemaSettings) -> Def
     let mut kinds: Vec<(String, &ResourceType)> = Vec::new();
     let mut from_structural_schemas = BTreeSet::new();
     for resource in types {
-        if let Some(schema_of) = resource.openapi {
-            let reference = schema_of(&mut generator);
+        if let Some(typed) = resource.typed {
+            let reference = (typed.schema)(&mut generator);
             let name = reference
                 .get("$ref")
                 .and_then(Value::as_str)
@@ -87,7 +87,7 @@ pub fn definitions(types: &[Arc<ResourceType>], settings: SchemaSettings) -> Def
         let Some(definition) = schemas.get_mut(&name).and_then(Value::as_object_mut) else {
             continue;
         };
-        if resource.openapi.is_some() {
+        if resource.typed.is_some() {
             drop_required(definition, "metadata");
         }
         let gvk =

@@ -51,18 +51,18 @@ pub(super) fn admit_content(
             schema.apply_defaults(object);
             (pruned, Vec::new())
         }
-        None if resource.builtin => field_validation::find_unknown_fields(
-            &resource.group,
-            &resource.version,
-            &resource.kind,
-            object,
-        )
-        .map(|found| {
-            let all = found.all();
-            (found.reported, all)
-        })
-        .unwrap_or_default(),
-        None => (Vec::new(), Vec::new()),
+        None => match resource.typed {
+            Some(typed) => {
+                let found = field_validation::unknown_fields_of(
+                    typed.unknown_fields,
+                    resource.is_crd(),
+                    object,
+                );
+                let all = found.all();
+                (found.reported, all)
+            }
+            None => (Vec::new(), Vec::new()),
+        },
     };
     let duplicates = &options.duplicate_fields;
     match options.field_validation {

@@ -1,0 +1,262 @@
+//! The built-in kinds Finale stores without running their controllers (issue 16, item 1):
+//! discovery as upstream 1.33 lists them, kubectl's create, get, scale and delete, and
+//! server-side field validation from their k8s-openapi types.
+
+mod common;
+
+use common::Env;
+
+/// `kubectl api-resources` rows of upstream 1.33 (NAME SHORTNAMES APIVERSION NAMESPACED KIND,
+/// whitespace collapsed) for the kinds added here.
+const UPSTREAM_ROWS: &[&str] = &[
+    "podtemplates v1 true PodTemplate",
+    "replicationcontrollers rc v1 true ReplicationController",
+    "endpoints ep v1 true Endpoints",
+    "persistentvolumeclaims pvc v1 true PersistentVolumeClaim",
+    "persistentvolumes pv v1 false PersistentVolume",
+    "limitranges limits v1 true LimitRange",
+    "resourcequotas quota v1 true ResourceQuota",
+    "controllerrevisions apps/v1 true ControllerRevision",
+    "daemonsets ds apps/v1 true DaemonSet",
+    "statefulsets sts apps/v1 true StatefulSet",
+    "cronjobs cj batch/v1 true CronJob",
+    "poddisruptionbudgets pdb policy/v1 true PodDisruptionBudget",
+    "ingressclasses networking.k8s.io/v1 false IngressClass",
+    "ingresses ing networking.k8s.io/v1 true Ingress",
+    "networkpolicies netpol networking.k8s.io/v1 true NetworkPolicy",
+    "endpointslices discovery.k8s.io/v1 true EndpointSlice",
+    "csidrivers storage.k8s.io/v1 false CSIDriver",
+    "csinodes storage.k8s.io/v1 false CSINode",
+    "storageclasses sc storage.k8s.io/v1 false StorageClass",
+    "volumeattachments storage.k8s.io/v1 false VolumeAttachment",
+    "priorityclasses pc scheduling.k8s.io/v1 false PriorityClass",
+    "runtimeclasses node.k8s.io/v1 false RuntimeClass",
+];
+
+/// One object of each kind, as a chart would render it.
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: tpl}
+template: {spec: {containers: [{name: c, image: busybox}]}}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: rc}
+spec: {replicas: 1, selector: {app: rc}, template: {metadata: {labels: {app: rc}}, spec: {containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: ep}
+subsets: [{addresses: [{ip: 10.0.0.1}], ports: [{port: 80}]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /tmp/pv-1}}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: limits}
+spec: {limits: [{type: Container, default: {cpu: 500m}}]}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: quota}
+spec: {hard: {pods: "10"}}
+---
+apiVersion: apps/v1
+kind: ControllerRevision
+metadata: {name: rev-1}
+revision: 1
+data: {spec: {template: {}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec: {selector: {matchLabels: {app: agent}}, template: {metadata: {labels: {app: agent}}, spec: {containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec: {replicas: 1, serviceName: db, selector: {matchLabels: {app: db}}, template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec: {schedule: "0 3 * * *", jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec: {ingressClassName: nginx, rules: [{host: example.com, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-all}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: [10.0.0.2]}]
+ports: [{port: 80}]
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.example.com}
+spec: {attachRequired: false}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: node-1}
+spec: {drivers: []}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: csi.example.com
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {name: attach-1}
+spec: {attacher: csi.example.com, nodeName: node-1, source: {persistentVolumeName: pv-1}}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+"#;
+
+const CREATED: &[&str] = &[
+    "podtemplate/tpl",
+    "replicationcontroller/rc",
+    "endpoints/ep",
+    "persistentvolumeclaim/data",
+    "persistentvolume/pv-1",
+    "limitrange/limits",
+    "resourcequota/quota",
+    "controllerrevision.apps/rev-1",
+    "daemonset.apps/agent",
+    "statefulset.apps/db",
+    "cronjob.batch/nightly",
+    "poddisruptionbudget.policy/db",
+    "ingressclass.networking.k8s.io/nginx",
+    "ingress.networking.k8s.io/web",
+    "networkpolicy.networking.k8s.io/deny-all",
+    "endpointslice.discovery.k8s.io/web-1",
+    "csidriver.storage.k8s.io/csi.example.com",
+    "csinode.storage.k8s.io/node-1",
+    "storageclass.storage.k8s.io/fast",
+    "volumeattachment.storage.k8s.io/attach-1",
+    "priorityclass.scheduling.k8s.io/high",
+    "runtimeclass.node.k8s.io/gvisor",
+];
+
+fn collapse(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn discovery_lists_the_stored_kinds_as_upstream_does() {
+    let env = Env::start();
+    let listed: Vec<String> = env
+        .ok(&["api-resources", "--no-headers"])
+        .lines()
+        .map(collapse)
+        .collect();
+    for row in UPSTREAM_ROWS {
+        assert!(
+            listed.iter().any(|line| line == row),
+            "`kubectl api-resources` lacks upstream's row {row:?}:\n{}",
+            listed.join("\n")
+        );
+    }
+    let all = env.ok(&["api-resources", "--categories=all", "-o", "name"]);
+    for name in [
+        "replicationcontrollers",
+        "statefulsets.apps",
+        "daemonsets.apps",
+        "cronjobs.batch",
+    ] {
+        assert!(all.lines().any(|line| line == name), "{name} in all: {all}");
+    }
+}
+
+#[test]
+fn every_stored_kind_round_trips_through_kubectl() {
+    let env = Env::start();
+    let applied = env.ok_with_stdin(&["apply", "-f", "-"], MANIFESTS);
+    for name in CREATED {
+        assert!(
+            applied.contains(&format!("{name} created")),
+            "{name}: {applied}"
+        );
+    }
+    let listed = env.ok(&[
+        "get",
+        "sts,ds,cj,pdb,ing,netpol,rc,pvc,ep,limits,quota,podtemplates,controllerrevisions,endpointslices",
+        "-o",
+        "name",
+    ]);
+    for name in CREATED
+        .iter()
+        .filter(|name| !name.contains("ingressclass") && !name.contains("storage.k8s.io"))
+        .filter(|name| !name.contains("persistentvolume/") && !name.contains("scheduling"))
+        .filter(|name| !name.contains("runtimeclass"))
+    {
+        assert!(
+            listed.lines().any(|line| line == *name),
+            "{name} listed: {listed}"
+        );
+    }
+
+    // The StatefulSet's /scale works as for Deployments.
+    env.ok(&["scale", "statefulset/db", "--replicas=3"]);
+    let replicas = env.ok(&["get", "sts", "db", "-o", "jsonpath={.spec.replicas}"]);
+    assert_eq!(replicas, "3");
+
+    // Field validation knows these kinds' fields: a typo is refused, nothing stored.
+    let typo = env.run_with_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: typo}\nspec: {replica: 1, serviceName: x, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}\n",
+    );
+    assert_ne!(typo.code, Some(0), "{}", typo.describe());
+    assert!(
+        typo.stderr.contains(r#"unknown field "spec.replica""#),
+        "{}",
+        typo.describe()
+    );
+    let absent = env.run(&["get", "sts", "typo"]);
+    assert!(absent.stderr.contains("NotFound"), "{}", absent.describe());
+
+    let deleted = env.ok_with_stdin(&["delete", "-f", "-", "--wait=false"], MANIFESTS);
+    for name in CREATED {
+        let (resource, object) = name.split_once('/').unwrap_or_default();
+        assert!(
+            deleted.contains(&format!("{resource} \"{object}\" deleted")),
+            "{name}: {deleted}"
+        );
+    }
+}
