@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 
@@ -99,12 +100,13 @@ impl OpenApi {
 
     pub fn v3(&self, catalog: &Catalog) -> Arc<V3> {
         self.v3.get(catalog, |catalog| {
+            let all = definitions::definitions(&catalog.all(), SchemaSettings::openapi3()).schemas;
             let mut documents = BTreeMap::new();
             for (group, versions) in catalog.groups() {
                 for version in versions {
                     let types = catalog.resources_in(&group, &version);
-                    let document = v3::document(&group, &version, &types);
-                    documents.insert(v3::index_path(&group, &version), Rendered::json(&document));
+                    let document = v3::document(&group, &version, &types, &all);
+                    documents.insert(v3::index_path(&group, &version), Rendered::new(document));
                 }
             }
             let paths: serde_json::Map<String, Value> = documents
