@@ -797,7 +797,6 @@ pub fn builtin_types() -> Vec<ResourceType> {
         Builtin::new("", "v1", "PodTemplate", "podtemplates", true)
             .typed::<core::v1::PodTemplate>()
             .0,
-        // No `/scale`: its selector is a plain map, which the scale module does not read.
         Builtin::new(
             "",
             "v1",
@@ -809,6 +808,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .short(&["rc"])
         .in_all()
         .status()
+        .scalable()
         .generation()
         .gc(crate::deletion::GcPolicy::OrphanDependents)
         .0,

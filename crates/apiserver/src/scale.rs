@@ -2,8 +2,9 @@
 //!
 //! A kind with [`ScalePaths`] stores its desired replicas at `spec_replicas_path`, its
 //! observed replicas at `status_replicas_path`, and (custom resources) a label-selector string
-//! at `label_selector_path`. Deployments and ReplicaSets keep a structured `spec.selector`,
-//! which the Scale shows in its string form (`app=web,tier in (a,b)`).
+//! at `label_selector_path`. Deployments, ReplicaSets and StatefulSets keep a structured
+//! `spec.selector`, which the Scale shows in its string form (`app=web,tier in (a,b)`);
+//! a ReplicationController's `spec.selector` is a plain label map (`app=web`).
 //!
 //! Only `spec.replicas` of a Scale can be written; the registry applies the change to the
 //! object itself, so every lifecycle rule still applies.
@@ -39,6 +40,23 @@ fn paths(resource: &ResourceType) -> ApiResult<&ScalePaths> {
     })
 }
 
+/// `spec.selector` as a string: a `LabelSelector`, or a ReplicationController's label map.
+fn selector_of_spec(selector: &Value) -> String {
+    let structured =
+        selector.get("matchLabels").is_some() || selector.get("matchExpressions").is_some();
+    match selector.as_object() {
+        Some(labels) if !structured => {
+            let mut pairs: Vec<String> = labels
+                .iter()
+                .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+                .collect();
+            pairs.sort();
+            pairs.join(",")
+        }
+        _ => crate::selectors::selector_string(selector),
+    }
+}
+
 /// The Scale of `object`.
 pub fn to_scale(resource: &ResourceType, object: &Value) -> ApiResult<Value> {
     let paths = paths(resource)?;
@@ -53,9 +71,7 @@ pub fn to_scale(resource: &ResourceType, object: &Value) -> ApiResult<Value> {
             .pointer(&pointer(path))
             .and_then(Value::as_str)
             .map(str::to_string),
-        None => object
-            .pointer("/spec/selector")
-            .map(crate::selectors::selector_string),
+        None => object.pointer("/spec/selector").map(selector_of_spec),
     };
     let mut metadata = Map::new();
     for field in [
@@ -179,6 +195,22 @@ mod tests {
                 "spec": {"replicas": 3},
                 "status": {"replicas": 2, "selector": "a=b,app=web,tier in (be,fe),!canary"},
             })
+        );
+    }
+
+    #[test]
+    fn a_replication_controllers_map_selector_is_shown_as_labels() {
+        let controllers = builtin_types()
+            .into_iter()
+            .find(|t| t.plural == "replicationcontrollers")
+            .expect("replication controllers are built in");
+        let controller = json!({"metadata": {"name": "rc"},
+            "spec": {"replicas": 2, "selector": {"tier": "fe", "app": "web"}},
+            "status": {"replicas": 1}});
+        let scale = to_scale(&controllers, &controller).expect("scale");
+        assert_eq!(
+            scale["status"],
+            json!({"replicas": 1, "selector": "app=web,tier=fe"})
         );
     }
 

@@ -232,10 +232,19 @@ fn every_stored_kind_round_trips_through_kubectl() {
         );
     }
 
-    // The StatefulSet's /scale works as for Deployments.
+    // StatefulSets and ReplicationControllers scale as Deployments do.
     env.ok(&["scale", "statefulset/db", "--replicas=3"]);
     let replicas = env.ok(&["get", "sts", "db", "-o", "jsonpath={.spec.replicas}"]);
     assert_eq!(replicas, "3");
+    env.ok(&["scale", "rc/rc", "--replicas=2"]);
+    let replicas = env.ok(&["get", "rc", "rc", "-o", "jsonpath={.spec.replicas}"]);
+    assert_eq!(replicas, "2");
+    let scale = env.ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/replicationcontrollers/rc/scale",
+    ]);
+    assert!(scale.contains(r#""selector":"app=rc""#), "{scale}");
 
     // Field validation knows these kinds' fields: a typo is refused, nothing stored.
     let typo = env.run_with_stdin(
