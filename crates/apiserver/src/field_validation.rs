@@ -9,9 +9,10 @@
 //! unknown field "spec.foo", duplicate field "metadata.name"`. kubectl sends `Strict` unless run
 //! with `--validate=false` (then `Ignore`).
 //!
-//! Finale keeps objects as JSON values, so [`find_unknown_fields`] asks the k8s-openapi type of
-//! the kind (the catalog's [`crate::resources::KindType`]) which keys it would skip (`serde_ignored` reports every key the typed
-//! deserialization ignores), and [`remove_fields`] then does what the Go decoding does to them.
+//! Finale keeps objects as JSON values, so [`unknown_fields_of`] asks the k8s-openapi type of
+//! the kind (the catalog's [`crate::resources::KindType`]) which keys it would skip
+//! (`serde_ignored` reports every key the typed deserialization ignores), and
+//! [`remove_fields`] then does what the Go decoding does to them.
 //! [`duplicate_fields`] walks the raw body, since a parsed `Value` has already kept only the last
 //! of two equal keys.
 //!
@@ -28,7 +29,7 @@
 //! # Caveats (where this differs from upstream)
 //! - A value of the wrong type (`"replicas": "three"`, a `null` list item, bad base64 in a
 //!   Secret) makes the typed deserialization fail. Upstream then fails the whole decode with
-//!   400; here [`find_unknown_fields`] reports no unknown fields at all (rather than a list from
+//!   400; here [`unknown_fields_of`] reports no unknown fields at all (rather than a list from
 //!   a partial parse) and leaves the error to the registry's validation.
 //! - Unknown fields are listed in the order of the parsed object, whose keys are sorted; upstream
 //!   lists strict errors in document order, interleaving unknown and duplicate fields. The
@@ -130,44 +131,11 @@ impl UnknownFields {
     }
 }
 
-/// Paths of the fields the built-in kind does not have and upstream reports, in upstream's
-/// rendering (`spec.foo`, `spec.containers[0].bogus`, `metadata.bogus`), or `None` when the kind
-/// is not one this module knows (custom resources are handled elsewhere).
-///
-/// This leaves out the fields upstream drops silently; see [`find_unknown_fields`], which the
-/// handlers should prefer because it returns both.
-pub fn unknown_fields(
-    group: &str,
-    version: &str,
-    kind: &str,
-    object: &Value,
-) -> Option<Vec<String>> {
-    find_unknown_fields(group, version, kind, object).map(|fields| fields.reported)
-}
-
 /// The fields the built-in kind does not have, split into those upstream reports and those it
-/// drops silently, or `None` when the kind is not one this module knows.
+/// drops silently, given the kind's [`IgnoredPaths`] (the catalog's `KindType` holds them).
 ///
 /// An object that does not deserialize into the kind's type (a value of the wrong type, or not
 /// an object at all) yields empty lists: the registry's validation reports the type error.
-pub fn find_unknown_fields(
-    group: &str,
-    version: &str,
-    kind: &str,
-    object: &Value,
-) -> Option<UnknownFields> {
-    // The body of a PUT to the `scale` subresource of Deployments and ReplicaSets.
-    let ignored = if (group, version, kind) == ("autoscaling", "v1", "Scale") {
-        ignored_paths::<k8s_openapi::api::autoscaling::v1::Scale>
-    } else {
-        crate::resources::builtin_kind_type(group, version, kind)?.unknown_fields
-    };
-    let is_crd = group == crate::resources::CRD_GROUP && kind == "CustomResourceDefinition";
-    Some(unknown_fields_of(ignored, is_crd, object))
-}
-
-/// What [`find_unknown_fields`] answers, for a kind whose type's [`IgnoredPaths`] the caller
-/// already holds (the registry has them in its catalog).
 pub fn unknown_fields_of(ignored: IgnoredPaths, is_crd: bool, object: &Value) -> UnknownFields {
     let mut fields = UnknownFields::default();
     for path in ignored(object) {
@@ -193,8 +161,6 @@ pub enum Segment {
 
 /// Deserializes `object` as `T` (minus `apiVersion` and `kind`, whose values k8s-openapi would
 /// insist on) and returns the path of every key `T` skipped; nothing if `T` rejects the object.
-/// Every key the deserialization of `object` into the kind's type `T` skips (none when it does
-/// not deserialize: the registry's validation reports the type error).
 pub fn ignored_paths<T: DeserializeOwned>(object: &Value) -> Vec<Vec<Segment>> {
     let Value::Object(fields) = object else {
         return Vec::new();
@@ -300,7 +266,7 @@ fn in_leniently_decoded_schema(path: &[Segment]) -> bool {
     }
 }
 
-/// Removes the fields at `paths` (as rendered by [`find_unknown_fields`]) from `object`, leaving
+/// Removes the fields at `paths` (as rendered by [`unknown_fields_of`]) from `object`, leaving
 /// everything else untouched. A path that names nothing is skipped.
 ///
 /// Keys may themselves contain `.` or `[`, so a rendered path can be ambiguous; the longest key
@@ -591,6 +557,38 @@ fn is_at_or_below(path: &str, ancestor: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The reported unknown fields of a body of the built-in kind at `group`/`version`, or
+    /// `None` when no such kind is built in.
+    fn unknown_fields(
+        group: &str,
+        version: &str,
+        kind: &str,
+        object: &Value,
+    ) -> Option<Vec<String>> {
+        find_unknown_fields(group, version, kind, object).map(|fields| fields.reported)
+    }
+
+    /// [`unknown_fields_of`] for the built-in kind at `group`/`version` (or the body of a PUT
+    /// to a `scale` subresource), or `None` when no such kind is built in.
+    fn find_unknown_fields(
+        group: &str,
+        version: &str,
+        kind: &str,
+        object: &Value,
+    ) -> Option<UnknownFields> {
+        let ignored = if (group, version, kind) == ("autoscaling", "v1", "Scale") {
+            ignored_paths::<k8s_openapi::api::autoscaling::v1::Scale>
+        } else {
+            crate::resources::builtin_types()
+                .into_iter()
+                .find(|t| t.group == group && t.version == version && t.kind == kind)?
+                .typed?
+                .unknown_fields
+        };
+        let is_crd = group == crate::resources::CRD_GROUP && kind == "CustomResourceDefinition";
+        Some(unknown_fields_of(ignored, is_crd, object))
+    }
 
     fn strings(paths: &[&str]) -> Vec<String> {
         paths.iter().map(|path| path.to_string()).collect()

@@ -49,16 +49,6 @@ impl KindType {
     }
 }
 
-/// The type of the built-in kind served at `group`/`version`, if any.
-pub fn builtin_kind_type(group: &str, version: &str, kind: &str) -> Option<KindType> {
-    static BUILTINS: std::sync::OnceLock<Vec<ResourceType>> = std::sync::OnceLock::new();
-    BUILTINS
-        .get_or_init(builtin_types)
-        .iter()
-        .find(|t| t.group == group && t.version == version && t.kind == kind)
-        .and_then(|t| t.typed)
-}
-
 /// Kind-specific validation of a write: the new object and, on updates, the stored one.
 pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
 
@@ -810,6 +800,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .status()
         .scalable()
         .generation()
+        // P7: v1 ReplicationControllers orphan their Pods unless told otherwise, as upstream's
+        // rcStrategy keeps for backward compatibility.
         .gc(crate::deletion::GcPolicy::OrphanDependents)
         .0,
         Builtin::new("", "v1", "Endpoints", "endpoints", true)

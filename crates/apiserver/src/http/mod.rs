@@ -265,13 +265,11 @@ async fn openapi_document(
         )
         .into_response();
     };
-    let asked_hash = uri
-        .query()
-        .into_iter()
-        .flat_map(|query| query.split('&'))
-        .find_map(|pair| pair.strip_prefix("hash="));
+    let asked_hash = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "hash")
+        .map(|(_, hash)| hash);
     match asked_hash {
-        Some(hash) if hash != document.hash => {
+        Some(hash) if *hash != document.hash => {
             let location = format!("/openapi/v3/{path}?hash={}", document.hash);
             match HeaderValue::from_str(&location) {
                 Ok(location) => (
