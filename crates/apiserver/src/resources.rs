@@ -49,6 +49,20 @@ impl KindType {
     }
 }
 
+/// A resource served as a view of another's objects: `events.k8s.io/v1` Events are the
+/// `core/v1` Events (upstream stores both at `/registry/events`). The registry works on the
+/// view's form throughout; objects are converted only where they meet the store.
+#[derive(Clone, Copy, Debug)]
+pub struct StorageView {
+    /// The group and plural of the resource whose objects these are (its key prefix).
+    pub group: &'static str,
+    pub plural: &'static str,
+    /// A stored object in this view's form.
+    pub from_storage: fn(Value) -> Value,
+    /// An object of this view in the stored form.
+    pub to_storage: fn(Value) -> Value,
+}
+
 /// Kind-specific validation of a write: the new object and, on updates, the stored one.
 pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
 
@@ -78,6 +92,9 @@ pub struct ResourceType {
     pub returns_deleted_object: bool,
     /// Field-selector labels beyond `metadata.name` and `metadata.namespace`.
     pub selectable_fields: Vec<String>,
+    /// Field-selector labels whose value is not at the JSON path they spell (core Events'
+    /// `source` is `source.component`), with that path.
+    pub field_paths: &'static [(&'static str, &'static str)],
     pub defaulting: Option<DefaultingHook>,
     /// Normalisation applied on every write, create and update alike (upstream applies
     /// these defaults when decoding any request body).
@@ -114,6 +131,8 @@ pub struct ResourceType {
     pub token_subresource: bool,
     /// Pods: `/binding`, `/eviction` and `/log` (served by `http/pod.rs`).
     pub runs_on_nodes: bool,
+    /// Objects are another resource's, converted (see [`StorageView`]).
+    pub view: Option<StorageView>,
 }
 
 /// A subresource as discovery lists it.
@@ -174,12 +193,38 @@ impl ResourceType {
     /// The storage key prefix of every object of this type (under [`OBJECTS_PREFIX`]). One prefix per group and
     /// resource (not per version), so that versions of one resource share storage.
     pub fn key_prefix(&self) -> String {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
+        let (group, plural) = match &self.view {
+            Some(view) => (view.group, view.plural),
+            None => (self.group.as_str(), self.plural.as_str()),
         };
-        format!("{OBJECTS_PREFIX}{group}/{}/", self.plural)
+        let group = if group.is_empty() { "core" } else { group };
+        format!("{OBJECTS_PREFIX}{group}/{plural}/")
+    }
+
+    /// A stored object in the form this resource serves: converted for a [`StorageView`],
+    /// as stored otherwise. `apiVersion` stays as stored for custom resources served in
+    /// several versions; [`crate::registry::served`] sets it in responses.
+    pub fn from_storage(&self, object: Value) -> Value {
+        match &self.view {
+            Some(view) => (view.from_storage)(object),
+            None => object,
+        }
+    }
+
+    /// An object in the form it is stored in (the inverse of [`ResourceType::from_storage`]).
+    pub fn to_storage(&self, object: Value) -> Value {
+        match &self.view {
+            Some(view) => (view.to_storage)(object),
+            None => object,
+        }
+    }
+
+    /// The JSON path a field-selector label reads (see [`ResourceType::field_paths`]).
+    pub fn field_path<'a>(&self, label: &'a str) -> &'a str {
+        self.field_paths
+            .iter()
+            .find(|(name, _)| *name == label)
+            .map_or(label, |(_, path)| path)
     }
 
     /// The prefix of the objects in one namespace, or of all objects when `namespace` is None.
@@ -319,6 +364,7 @@ impl Builtin {
             name_rule: NameRule::Dns1123Subdomain,
             returns_deleted_object: false,
             selectable_fields: Vec::new(),
+            field_paths: &[],
             defaulting: None,
             write_defaults: None,
             tracks_generation: false,
@@ -334,6 +380,7 @@ impl Builtin {
             create_only: false,
             token_subresource: false,
             runs_on_nodes: false,
+            view: None,
         })
     }
     /// The k8s-openapi type of the kind (see [`KindType`]).
@@ -409,6 +456,16 @@ impl Builtin {
     }
     fn fields(mut self, fields: &[&str]) -> Self {
         self.0.selectable_fields = fields.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    /// Labels read at another path than they spell (see [`ResourceType::field_paths`]).
+    fn field_paths(mut self, paths: &'static [(&'static str, &'static str)]) -> Self {
+        self.0.field_paths = paths;
+        self
+    }
+    /// Served as a view of another resource's objects.
+    fn view(mut self, view: StorageView) -> Self {
+        self.0.view = Some(view);
         self
     }
     fn write_defaults(mut self, hook: DefaultingHook) -> Self {
@@ -531,10 +588,12 @@ fn default_service(object: &mut Value) {
 /// The built-in kinds Finale serves.
 pub fn builtin_types() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, discovery, events,
-        networking, node, policy, rbac, scheduling, storage,
+        admissionregistration, apps, authentication, authorization, autoscaling, batch,
+        coordination, core, discovery, events, flowcontrol, networking, node, policy, rbac,
+        scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
     let event_fields = [
         "involvedObject.kind",
@@ -547,6 +606,19 @@ pub fn builtin_types() -> Vec<ResourceType> {
         "reason",
         "reportingComponent",
         "source",
+        "type",
+    ];
+    // Upstream's field label conversion for events.k8s.io/v1 names the same fields.
+    let events_api_fields = [
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
         "type",
     ];
     let pod_fields = [
@@ -624,11 +696,22 @@ pub fn builtin_types() -> Vec<ResourceType> {
             .short(&["ev"])
             .gc(crate::deletion::GcPolicy::Unsupported)
             .fields(&event_fields)
+            .field_paths(&[("source", "source.component")])
+            .validation(crate::kinds::event::validate_core_event)
             .0,
+        // The same objects as core Events, fields renamed (kinds/event.rs).
         Builtin::new("events.k8s.io", "v1", "Event", "events", true)
             .typed::<events::v1::Event>()
             .short(&["ev"])
             .gc(crate::deletion::GcPolicy::Unsupported)
+            .fields(&events_api_fields)
+            .validation(crate::kinds::event::validate_events_event)
+            .view(StorageView {
+                group: "",
+                plural: "events",
+                from_storage: crate::kinds::event::core_to_events,
+                to_storage: crate::kinds::event::events_to_core,
+            })
             .0,
         Builtin::new("coordination.k8s.io", "v1", "Lease", "leases", true)
             .typed::<coordination::v1::Lease>()
@@ -857,6 +940,41 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<apps::v1::ControllerRevision>()
         .0,
+        // v2 is stored (and preferred, so listed first); v1 is a view (kinds/hpa.rs).
+        Builtin::new(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+        )
+        .typed::<autoscaling::v2::HorizontalPodAutoscaler>()
+        .short(&["hpa"])
+        .in_all()
+        .status()
+        .generation()
+        .defaulting(crate::kinds::hpa::default_v2)
+        .0,
+        Builtin::new(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+        )
+        .typed::<autoscaling::v1::HorizontalPodAutoscaler>()
+        .short(&["hpa"])
+        .in_all()
+        .status()
+        .generation()
+        .defaulting(crate::kinds::hpa::default_v1)
+        .view(StorageView {
+            group: "autoscaling",
+            plural: "horizontalpodautoscalers",
+            from_storage: crate::kinds::hpa::v2_to_v1,
+            to_storage: crate::kinds::hpa::v1_to_v2,
+        })
+        .0,
         Builtin::new("batch", "v1", "CronJob", "cronjobs", true)
             .typed::<batch::v1::CronJob>()
             .short(&["cj"])
@@ -950,6 +1068,108 @@ pub fn builtin_types() -> Vec<ResourceType> {
         Builtin::new("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", false)
             .typed::<node::v1::RuntimeClass>()
             .0,
+        Builtin::new(
+            "storage.k8s.io",
+            "v1",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+            true,
+        )
+        .typed::<storage::v1::CSIStorageCapacity>()
+        .0,
+        // Stored for the clients that manage them; Service IPs are not allocated from them.
+        Builtin::new("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false)
+            .typed::<networking::v1::IPAddress>()
+            .short(&["ip"])
+            .0,
+        Builtin::new(
+            "networking.k8s.io",
+            "v1",
+            "ServiceCIDR",
+            "servicecidrs",
+            false,
+        )
+        .typed::<networking::v1::ServiceCIDR>()
+        .status()
+        .0,
+        // Admission configuration is stored and served; Finale does not call webhooks or
+        // evaluate policies yet (docs/compatibility.md).
+        Builtin::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+        )
+        .typed::<admissionregistration::v1::MutatingWebhookConfiguration>()
+        .generation()
+        .0,
+        Builtin::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+        )
+        .typed::<admissionregistration::v1::ValidatingWebhookConfiguration>()
+        .generation()
+        .0,
+        Builtin::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            false,
+        )
+        .typed::<admissionregistration::v1::ValidatingAdmissionPolicy>()
+        .status()
+        .generation()
+        .0,
+        Builtin::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            false,
+        )
+        .typed::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
+        .generation()
+        .0,
+        // API priority and fairness configuration: stored; requests are bounded by
+        // --max-requests-inflight instead.
+        Builtin::new(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "FlowSchema",
+            "flowschemas",
+            false,
+        )
+        .typed::<flowcontrol::v1::FlowSchema>()
+        .status()
+        .generation()
+        .0,
+        Builtin::new(
+            "flowcontrol.apiserver.k8s.io",
+            "v1",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+            false,
+        )
+        .typed::<flowcontrol::v1::PriorityLevelConfiguration>()
+        .status()
+        .generation()
+        .0,
+        // Stored; requests are not proxied to the services they name.
+        Builtin::new(
+            "apiregistration.k8s.io",
+            "v1",
+            "APIService",
+            "apiservices",
+            false,
+        )
+        .typed::<APIService>()
+        .status()
+        .0,
     ]
 }
 

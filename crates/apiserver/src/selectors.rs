@@ -706,6 +706,19 @@ impl FieldSelector {
         &self.terms
     }
 
+    /// The selector with each field label replaced by `path_of(label)`: the JSON path
+    /// [`FieldSelector::matches_object`] reads it at, when a kind's label is not spelled as its
+    /// path.
+    pub fn with_paths(mut self, path_of: impl Fn(&str) -> &str) -> FieldSelector {
+        for term in &mut self.terms {
+            let path = path_of(&term.field);
+            if path != term.field {
+                term.field = path.to_string();
+            }
+        }
+        self
+    }
+
     /// Checks every field against the kind's supported field labels (which should include
     /// [`DEFAULT_FIELDS`] where the kind has them); the first one missing gives upstream's
     /// `field label not supported: X`.

@@ -543,6 +543,9 @@ struct EventFilter {
     /// Set when objects are stored in another version than the one watched (custom
     /// resources served in several versions): events carry the watched apiVersion.
     served_api_version: Option<String>,
+    /// Set for a resource served as a view of stored objects in another form (see
+    /// [`crate::resources::StorageView`]): events are converted before they are matched.
+    from_storage: Option<fn(Value) -> Value>,
 }
 
 impl EventFilter {
@@ -559,6 +562,7 @@ impl EventFilter {
                 .as_ref()
                 .filter(|v| **v != request.resource.version)
                 .map(|_| request.resource.api_version()),
+            from_storage: request.resource.view.map(|view| view.from_storage),
         }
     }
 
@@ -584,6 +588,24 @@ impl EventFilter {
         if !event.key.starts_with(&self.prefix) {
             return None;
         }
+        let viewed;
+        let event = match self.from_storage {
+            Some(convert) => {
+                let view = |object: &Option<Arc<Value>>| {
+                    object
+                        .as_ref()
+                        .map(|object| Arc::new(convert((**object).clone())))
+                };
+                viewed = CachedEvent {
+                    revision: event.revision,
+                    key: event.key.clone(),
+                    object: view(&event.object),
+                    previous: view(&event.previous),
+                };
+                &viewed
+            }
+            None => event,
+        };
         let was = event.previous.as_ref().filter(|prev| self.matches(prev));
         match &event.object {
             Some(object) => {

@@ -31,6 +31,17 @@ const UPSTREAM_ROWS: &[&str] = &[
     "volumeattachments storage.k8s.io/v1 false VolumeAttachment",
     "priorityclasses pc scheduling.k8s.io/v1 false PriorityClass",
     "runtimeclasses node.k8s.io/v1 false RuntimeClass",
+    "horizontalpodautoscalers hpa autoscaling/v2 true HorizontalPodAutoscaler",
+    "mutatingwebhookconfigurations admissionregistration.k8s.io/v1 false MutatingWebhookConfiguration",
+    "validatingadmissionpolicies admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicy",
+    "validatingadmissionpolicybindings admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicyBinding",
+    "validatingwebhookconfigurations admissionregistration.k8s.io/v1 false ValidatingWebhookConfiguration",
+    "apiservices apiregistration.k8s.io/v1 false APIService",
+    "flowschemas flowcontrol.apiserver.k8s.io/v1 false FlowSchema",
+    "prioritylevelconfigurations flowcontrol.apiserver.k8s.io/v1 false PriorityLevelConfiguration",
+    "ipaddresses ip networking.k8s.io/v1 false IPAddress",
+    "servicecidrs networking.k8s.io/v1 false ServiceCIDR",
+    "csistoragecapacities storage.k8s.io/v1 true CSIStorageCapacity",
 ];
 
 /// One object of each kind, as a chart would render it.
@@ -147,6 +158,73 @@ apiVersion: node.k8s.io/v1
 kind: RuntimeClass
 metadata: {name: gvisor}
 handler: runsc
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: db}
+spec: {scaleTargetRef: {apiVersion: apps/v1, kind: StatefulSet, name: db}, maxReplicas: 5}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: policy.example.com}
+webhooks:
+- name: policy.example.com
+  clientConfig: {service: {namespace: default, name: policy, path: /validate}}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: defaults.example.com}
+webhooks:
+- name: defaults.example.com
+  clientConfig: {service: {namespace: default, name: defaults}}
+  admissionReviewVersions: [v1]
+  sideEffects: None
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: replicas-limit}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]}
+  validations: [{expression: "object.spec.replicas <= 5"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: replicas-limit}
+spec: {policyName: replicas-limit, validationActions: [Deny]}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: batch}
+spec: {type: Limited, limited: {nominalConcurrencyShares: 10, limitResponse: {type: Reject}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: batch}
+spec: {priorityLevelConfiguration: {name: batch}, matchingPrecedence: 500, rules: [{subjects: [{kind: Group, group: {name: batch}}], resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"]}]}]}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec: {group: metrics.k8s.io, version: v1beta1, groupPriorityMinimum: 100, versionPriority: 100, service: {namespace: kube-system, name: metrics-server}}
+---
+apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: extra}
+spec: {cidrs: [10.100.0.0/24]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IPAddress
+metadata: {name: 10.100.0.10}
+spec: {parentRef: {group: "", resource: services, namespace: default, name: web}}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: fast-zone-a}
+storageClassName: fast
+capacity: 100Gi
 "#;
 
 const CREATED: &[&str] = &[
@@ -172,6 +250,17 @@ const CREATED: &[&str] = &[
     "volumeattachment.storage.k8s.io/attach-1",
     "priorityclass.scheduling.k8s.io/high",
     "runtimeclass.node.k8s.io/gvisor",
+    "horizontalpodautoscaler.autoscaling/db",
+    "validatingwebhookconfiguration.admissionregistration.k8s.io/policy.example.com",
+    "mutatingwebhookconfiguration.admissionregistration.k8s.io/defaults.example.com",
+    "validatingadmissionpolicy.admissionregistration.k8s.io/replicas-limit",
+    "validatingadmissionpolicybinding.admissionregistration.k8s.io/replicas-limit",
+    "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/batch",
+    "flowschema.flowcontrol.apiserver.k8s.io/batch",
+    "apiservice.apiregistration.k8s.io/v1beta1.metrics.k8s.io",
+    "servicecidr.networking.k8s.io/extra",
+    "ipaddress.networking.k8s.io/10.100.0.10",
+    "csistoragecapacity.storage.k8s.io/fast-zone-a",
 ];
 
 fn collapse(line: &str) -> String {
@@ -216,15 +305,28 @@ fn every_stored_kind_round_trips_through_kubectl() {
     }
     let listed = env.ok(&[
         "get",
-        "sts,ds,cj,pdb,ing,netpol,rc,pvc,ep,limits,quota,podtemplates,controllerrevisions,endpointslices",
+        "sts,ds,cj,pdb,ing,netpol,rc,pvc,ep,limits,quota,podtemplates,controllerrevisions,endpointslices,hpa,csistoragecapacities",
         "-o",
         "name",
     ]);
+    let cluster_scoped = [
+        "ingressclass",
+        "csidriver",
+        "csinode",
+        "storageclass",
+        "volumeattachment",
+        "persistentvolume/",
+        "scheduling",
+        "runtimeclass",
+        "admissionregistration",
+        "flowcontrol",
+        "apiregistration",
+        "servicecidr",
+        "ipaddress",
+    ];
     for name in CREATED
         .iter()
-        .filter(|name| !name.contains("ingressclass") && !name.contains("storage.k8s.io"))
-        .filter(|name| !name.contains("persistentvolume/") && !name.contains("scheduling"))
-        .filter(|name| !name.contains("runtimeclass"))
+        .filter(|name| !cluster_scoped.iter().any(|scoped| name.contains(scoped)))
     {
         assert!(
             listed.lines().any(|line| line == *name),
@@ -268,4 +370,53 @@ fn every_stored_kind_round_trips_through_kubectl() {
             "{name}: {deleted}"
         );
     }
+}
+
+/// One HorizontalPodAutoscaler, two versions: written as `autoscaling/v1`, it is read as v2
+/// with its CPU target as a metric; v2's other metrics survive an update through v1.
+#[test]
+fn autoscaling_v1_and_v2_serve_one_object() {
+    let env = Env::start();
+    env.ok_with_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, maxReplicas: 4, targetCPUUtilizationPercentage: 60}\n",
+    );
+    let v2 = env.get_json(&["horizontalpodautoscalers.v2.autoscaling", "web"]);
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(v2["spec"]["minReplicas"], 1, "v1's default: {v2}");
+    assert_eq!(
+        v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 60,
+        "{v2}"
+    );
+
+    // A memory metric added through v2 is kept when v1 changes the CPU target.
+    env.ok(&[
+        "patch",
+        "horizontalpodautoscalers.v2.autoscaling",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/metrics/-","value":{"type":"Resource","resource":{"name":"memory","target":{"type":"AverageValue","averageValue":"500Mi"}}}}]"#,
+    ]);
+    let v1 = env.get_json(&["horizontalpodautoscalers.v1.autoscaling", "web"]);
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60);
+    assert!(v1["spec"].get("metrics").is_none(), "{v1}");
+    env.ok(&[
+        "patch",
+        "horizontalpodautoscalers.v1.autoscaling",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"targetCPUUtilizationPercentage":75}}"#,
+    ]);
+    let v2 = env.get_json(&["horizontalpodautoscalers.v2.autoscaling", "web"]);
+    let metrics = v2["spec"]["metrics"].as_array().expect("metrics");
+    assert_eq!(metrics.len(), 2, "{v2}");
+    assert_eq!(metrics[0]["resource"]["target"]["averageUtilization"], 75);
+    assert_eq!(metrics[1]["resource"]["target"]["averageValue"], "500Mi");
+    assert!(
+        v2["metadata"].get("annotations").is_none(),
+        "the v1 annotations are not stored: {v2}"
+    );
 }

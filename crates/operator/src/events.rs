@@ -1,8 +1,8 @@
 //! Kubernetes Events about an operator's objects, as `kubectl describe` shows them.
 //!
 //! Events are written in the core/v1 form, the one `kubectl describe` reads on every
-//! Kubernetes version. (kube-runtime's `Recorder` writes only events.k8s.io/v1, which a real
-//! API server converts and Finale does not yet.) Repeats of the same event on the same object
+//! Kubernetes version. (kube-runtime's `Recorder` writes only events.k8s.io/v1, which Finale
+//! and every API server since 1.19 also serve as core/v1.) Repeats of the same event on the same object
 //! bump `count` and `lastTimestamp` instead of creating a new Event, as client-go's correlator
 //! does, so a retry loop cannot flood the namespace.
 

@@ -1166,6 +1166,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             name_rule: NameRule::Dns1123Subdomain,
             returns_deleted_object: false,
             selectable_fields,
+            field_paths: &[],
             defaulting: None,
             write_defaults: None,
             tracks_generation: true,
@@ -1183,6 +1184,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             create_only: false,
             token_subresource: false,
             runs_on_nodes: false,
+            view: None,
             status_writes: crate::resources::StatusWrites::StatusOnly,
         });
     }

@@ -94,7 +94,10 @@ impl Snapshot {
         let key = resource.object_key(namespace, name);
         let store = match &self.source {
             Source::Objects(objects) => {
-                return Ok(objects.get(&key).cloned().map(|o| served(resource, o)));
+                return Ok(objects
+                    .get(&key)
+                    .cloned()
+                    .map(|o| stored_as_served(resource, o)));
             }
             Source::Store(store) => store,
         };
@@ -109,7 +112,7 @@ impl Snapshot {
             })
             .await?;
         match response.kvs.first() {
-            Some(kv) => Ok(Some(served(
+            Some(kv) => Ok(Some(stored_as_served(
                 resource,
                 decode(&kv.key, &kv.value, kv.mod_revision)?,
             ))),
@@ -164,7 +167,7 @@ impl Snapshot {
         let keep_body = deletion_reads_body(resource);
         self.range_decoded(store, resource, namespace, |kv| {
             decode_trimmed(&kv.key, &kv.value, kv.mod_revision, keep_body)
-                .map(|object| served(resource, object))
+                .map(|object| stored_as_served(resource, object))
         })
         .await
     }
@@ -248,13 +251,14 @@ impl Snapshot {
                 return Ok(objects
                     .range(prefix.clone()..)
                     .take_while(|(key, _)| key.starts_with(&prefix))
-                    .map(|(_, object)| served(resource, object.clone()))
+                    .map(|(_, object)| stored_as_served(resource, object.clone()))
                     .collect());
             }
             Source::Store(store) => store,
         };
         self.range_decoded(store, resource, namespace, |kv| {
-            decode(&kv.key, &kv.value, kv.mod_revision).map(|object| served(resource, object))
+            decode(&kv.key, &kv.value, kv.mod_revision)
+                .map(|object| stored_as_served(resource, object))
         })
         .await
     }
@@ -435,4 +439,10 @@ fn decode(key: &[u8], value: &[u8], revision: Revision) -> ApiResult<Value> {
     let mut object: Value = serde_json::from_slice(value).map_err(|e| undecodable(key, e))?;
     set_resource_version(&mut object, revision);
     Ok(object)
+}
+
+/// A stored object as `resource` serves it: converted for a view
+/// ([`ResourceType::from_storage`]), with the served `apiVersion`.
+fn stored_as_served(resource: &ResourceType, object: Value) -> Value {
+    served(resource, resource.from_storage(object))
 }

@@ -12,15 +12,24 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn commit(
         &self,
+        resource: &ResourceType,
         key: &str,
         precondition: Precondition,
         before: Option<&Value>,
         after: Option<&Value>,
         actor: Option<&Actor>,
     ) -> ApiResult<WriteOutcome> {
-        self.commit_guarded(key, precondition, before, after, actor, Vec::new())
-            .await?
-            .ok_or_else(|| ApiError::internal("a write without guards reported a moved guard"))
+        self.commit_guarded(
+            resource,
+            key,
+            precondition,
+            before,
+            after,
+            actor,
+            Vec::new(),
+        )
+        .await?
+        .ok_or_else(|| ApiError::internal("a write without guards reported a moved guard"))
     }
 
     /// [`Registry::commit`], committed only while every key of `guards` is still at its
@@ -29,6 +38,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn commit_guarded(
         &self,
+        resource: &ResourceType,
         key: &str,
         precondition: Precondition,
         before: Option<&Value>,
@@ -39,7 +49,7 @@ impl Registry {
         let op = match after {
             Some(object) => WriteOp::Put {
                 key: key.as_bytes().to_vec(),
-                value: encode(object)?,
+                value: encode_as(resource, object)?,
             },
             None => WriteOp::Delete {
                 key: key.as_bytes().to_vec(),

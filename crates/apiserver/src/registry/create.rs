@@ -138,7 +138,7 @@ impl Registry {
             let clash = if options.dry_run {
                 // The object size limit holds for a dry run too; a real write checks it as
                 // it encodes the object.
-                encode(&object)?;
+                encode_as(resource, &object)?;
                 match self.store.get(key.as_bytes()).await? {
                     (Some(existing), _) => Some(Some(existing)),
                     (None, _) => None,
@@ -149,6 +149,7 @@ impl Registry {
                 // namespace controller's last look at its content cannot miss it.
                 let outcome = self
                     .commit_guarded(
+                        resource,
                         &key,
                         Precondition::MustNotExist,
                         None,

@@ -34,7 +34,7 @@ impl Registry {
             // D1
             let (kv, _) = self.store.get(key.as_bytes()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
-            let stored = decode(&kv)?;
+            let stored = decode_as(resource, &kv)?;
             if is_namespace {
                 // N4.1: a uid precondition is always in force, reported in storage's words.
                 check_namespace_preconditions(name, &stored, &options.preconditions)?;
@@ -73,6 +73,7 @@ impl Registry {
                 if !options.dry_run {
                     match self
                         .commit(
+                            resource,
                             &key,
                             Precondition::ModRevision(kv.mod_revision),
                             Some(&stored),
@@ -121,6 +122,7 @@ impl Registry {
             // the deleted object carries the revision of the delete.
             match self
                 .commit(
+                    resource,
                     &key,
                     Precondition::ModRevision(revision),
                     Some(&last),

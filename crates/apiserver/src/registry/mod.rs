@@ -215,6 +215,19 @@ pub fn set_resource_version(object: &mut Value, revision: Revision) {
     metadata_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
 }
 
+/// A stored object as `resource` works on it ([`ResourceType::from_storage`]).
+fn decode_as(resource: &ResourceType, kv: &KeyValue) -> ApiResult<Value> {
+    Ok(resource.from_storage(decode(kv)?))
+}
+
+/// [`encode`] of the stored form of `object` ([`ResourceType::to_storage`]).
+fn encode_as(resource: &ResourceType, object: &Value) -> ApiResult<Vec<u8>> {
+    match resource.view {
+        Some(_) => encode(&resource.to_storage(object.clone())),
+        None => encode(object),
+    }
+}
+
 fn encode(object: &Value) -> ApiResult<Vec<u8>> {
     let mut stored = object.clone();
     metadata_mut(&mut stored).remove("resourceVersion");

@@ -12,7 +12,7 @@ impl Registry {
         let key = resource.object_key(namespace, name);
         let (kv, _) = self.store.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
-        Ok(served(resource, decode(&kv)?))
+        Ok(served(resource, decode_as(resource, &kv)?))
     }
 
     /// api-surface §5: a consistent list at one revision, filtered by selectors, paginated
@@ -81,7 +81,7 @@ impl Registry {
             let mut last_key = None;
             for kv in &response.kvs {
                 last_key = Some(kv.key.clone());
-                let object = decode(kv)?;
+                let object = decode_as(resource, kv)?;
                 if matches_selectors(&object, labels.as_ref(), fields.as_ref()) {
                     items.push(object);
                     if page != 0 && items.len() == page {
@@ -259,5 +259,5 @@ pub(super) fn parse_field_selector(
     parsed
         .validate_fields(&resource.supported_field_labels())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(Some(parsed))
+    Ok(Some(parsed.with_paths(|label| resource.field_path(label))))
 }

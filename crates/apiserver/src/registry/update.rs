@@ -67,7 +67,7 @@ impl Registry {
             if pinned_revision.is_some_and(|rv| rv != kv.mod_revision) {
                 return Err(ApiError::stale_resource_version(target(resource, name)));
             }
-            let current = decode(&kv)?;
+            let current = decode_as(resource, &kv)?;
             let requested = mutate(&current)?;
             if !requested.is_object() {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
@@ -113,6 +113,7 @@ impl Registry {
                 }
                 match self
                     .commit(
+                        resource,
                         &key,
                         Precondition::ModRevision(kv.mod_revision),
                         Some(&current),
@@ -159,6 +160,7 @@ impl Registry {
             }
             match self
                 .commit(
+                    resource,
                     &key,
                     Precondition::ModRevision(kv.mod_revision),
                     Some(&current),
