@@ -23,7 +23,7 @@ use crate::authn::{Authenticator, ClientCertAuthenticator};
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
 use crate::http::health::{Controllers, Health};
 use crate::http::limits::InflightLimits;
-use crate::http::{AppState, router};
+use crate::http::{AppState, ServerState, router};
 use crate::metrics::Metrics;
 use crate::pki::{Pki, write_kubeconfig};
 use crate::registry::Registry;
@@ -535,7 +535,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     write_kubeconfig(&kubeconfig, &url, "finale", pki.ca_pem(), pki.admin_token())
         .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
 
-    let state = AppState {
+    let state = AppState::new(ServerState {
         registry: Arc::clone(&registry),
         openapi: Arc::default(),
         authenticator: Arc::new(Authenticator {
@@ -566,7 +566,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             crate::node_client::NodeClient::new(&pki)
                 .context("cannot prepare the client for node agents")?,
         )),
-    };
+    });
     let app = router(state);
     let serving = tokio::spawn(accept_loop(
         listener,
