@@ -15,17 +15,17 @@
 //! This module holds the rendering and the field readers every printer shares; [`custom`]
 //! holds the custom-resource columns. The built-in printers live by area, and [`PRINTERS`]
 //! maps each built-in (group, resource) to one, so adding a kind is adding a printer and a row:
-//! - [`core`]: namespaces, config maps, secrets, service accounts, nodes, resource quotas;
-//! - [`pods`]: pods;
-//! - [`networking`]: services, endpoints, endpoint slices, ingresses, ingress classes, network
-//!   policies;
-//! - [`workloads`]: deployments, replica sets, stateful sets, daemon sets, controller
+//! - [`core`] has namespaces, config maps, secrets, service accounts, nodes, resource quotas;
+//! - [`pods`] has pods;
+//! - [`networking`] has services, endpoints, endpoint slices, ingresses, ingress classes,
+//!   network policies;
+//! - [`workloads`] has deployments, replica sets, stateful sets, daemon sets, controller
 //!   revisions, replication controllers, pod templates and the `/scale` subresource;
-//! - [`batch`]: jobs and cron jobs;
-//! - [`events`]: core and `events.k8s.io` events;
-//! - [`storage`]: persistent volumes and claims, storage classes, CSI drivers and nodes,
+//! - [`batch`] has jobs and cron jobs;
+//! - [`events`] has core and `events.k8s.io` events;
+//! - [`storage`] has persistent volumes and claims, storage classes, CSI drivers and nodes,
 //!   volume attachments;
-//! - [`cluster`]: RBAC bindings, priority and runtime classes, disruption budgets, leases and
+//! - [`cluster`] has RBAC bindings, priority and runtime classes, disruption budgets, leases and
 //!   Finale's own kinds.
 //!
 //! # Caveats
