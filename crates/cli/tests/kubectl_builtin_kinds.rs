@@ -1,6 +1,7 @@
 //! The built-in kinds Finale stores without running their controllers (issue 16, item 1):
-//! discovery as upstream 1.33 lists them, kubectl's create, get, scale and delete, and
-//! server-side field validation from their k8s-openapi types.
+//! discovery as upstream 1.33 lists them, kubectl's create, get, scale and delete, server-side
+//! field validation from their k8s-openapi types, and the columns `kubectl get` prints for
+//! them (upstream 1.33's Table printers).
 
 mod common;
 
@@ -418,5 +419,154 @@ fn autoscaling_v1_and_v2_serve_one_object() {
     assert!(
         v2["metadata"].get("annotations").is_none(),
         "the v1 annotations are not stored: {v2}"
+
+/// Objects for the printer test: each kind's row depends on fields set here.
+const PRINTED: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec: {replicas: 1, serviceName: db, selector: {matchLabels: {app: db}}, template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec: {selector: {matchLabels: {app: agent}}, template: {metadata: {labels: {app: agent}}, spec: {nodeSelector: {kubernetes.io/os: linux}, containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec: {schedule: "0 3 * * *", jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec: {ingressClassName: nginx, rules: [{host: example.com, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: readers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: alice}, {kind: ServiceAccount, name: ci, namespace: default}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: csi.example.com
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+"#;
+
+/// Whether a cell reads like the age of an object made moments ago (`0s`, `75s`, `2m3s`).
+fn is_fresh_age(cell: &str) -> bool {
+    cell.starts_with(|c: char| c.is_ascii_digit())
+        && cell.ends_with(['s', 'm'])
+        && cell.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Asserts that `kubectl get ARGS` prints `header` and then the one row `row`, whitespace
+/// collapsed (so empty cells vanish). `{age}` in `row` stands for the Age cell.
+fn assert_printed(env: &Env, args: &[&str], header: &str, row: &str) {
+    let printed = env.ok(args);
+    let lines: Vec<String> = printed.lines().map(collapse).collect();
+    let what = format!("kubectl {}", args.join(" "));
+    assert_eq!(
+        lines.len(),
+        2,
+        "{what} prints a header and one row:\n{printed}"
+    );
+    assert_eq!(lines[0], header, "{what} header:\n{printed}");
+    let expected: Vec<&str> = row.split(' ').collect();
+    let cells: Vec<&str> = lines[1].split(' ').collect();
+    let matches = expected.len() == cells.len()
+        && expected
+            .iter()
+            .zip(&cells)
+            .all(|(want, got)| *want == *got || (*want == "{age}" && is_fresh_age(got)));
+    assert!(matches, "{what} row: expected {row:?}\n{printed}");
+}
+
+#[test]
+fn kubectl_get_prints_upstream_columns_for_the_stored_kinds() {
+    let env = Env::start();
+    env.ok_with_stdin(&["apply", "-f", "-"], PRINTED);
+
+    assert_printed(
+        &env,
+        &["get", "statefulset", "db"],
+        "NAME READY AGE",
+        "db 0/1 {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "daemonset", "agent"],
+        "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE",
+        "agent 0 0 0 0 0 kubernetes.io/os=linux {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "daemonset", "agent", "-o", "wide"],
+        "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE CONTAINERS IMAGES SELECTOR",
+        "agent 0 0 0 0 0 kubernetes.io/os=linux {age} c busybox app=agent",
+    );
+    assert_printed(
+        &env,
+        &["get", "cronjob", "nightly"],
+        "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE",
+        "nightly 0 3 * * * <none> False 0 <none> {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "pvc", "data"],
+        "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE",
+        "data Pending <unset> {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "ingress", "web"],
+        "NAME CLASS HOSTS ADDRESS PORTS AGE",
+        "web nginx example.com 80 {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "pdb", "db"],
+        "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
+        "db 1 N/A 0 {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "rolebinding", "readers"],
+        "NAME ROLE AGE",
+        "readers ClusterRole/view {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "rolebinding", "readers", "-o", "wide"],
+        "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS",
+        "readers ClusterRole/view {age} alice default/ci",
+    );
+    assert_printed(
+        &env,
+        &["get", "storageclass", "fast"],
+        "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE",
+        "fast (default) csi.example.com Delete Immediate false {age}",
+    );
+    assert_printed(
+        &env,
+        &["get", "priorityclass", "high"],
+        "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY",
+        "high 1000 false {age} PreemptLowerPriority",
     );
 }
