@@ -419,6 +419,8 @@ fn autoscaling_v1_and_v2_serve_one_object() {
     assert!(
         v2["metadata"].get("annotations").is_none(),
         "the v1 annotations are not stored: {v2}"
+    );
+}
 
 /// Objects for the printer test: each kind's row depends on fields set here.
 const PRINTED: &str = r#"
