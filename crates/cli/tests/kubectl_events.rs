@@ -118,7 +118,7 @@ async fn what_a_recorder_publishes_shows_in_kubectl_describe_and_in_both_apis() 
             "--field-selector",
             "regarding.name=web,reportingController=example.com/widget-operator",
         ]);
-        assert_eq!(names(&selected), [name.clone()]);
+        assert_eq!(names(&selected), std::slice::from_ref(&name));
         let missed = env.get_json(&[
             "events.events.k8s.io",
             "--field-selector",
