@@ -46,6 +46,42 @@ fn is_cpu_current(metric: &Value) -> bool {
             .is_some()
 }
 
+/// The spec fields v1 and v2 share, and the status fields.
+const SHARED_SPEC_FIELDS: [&str; 3] = ["scaleTargetRef", "minReplicas", "maxReplicas"];
+const SHARED_STATUS_FIELDS: [&str; 4] = [
+    "observedGeneration",
+    "lastScaleTime",
+    "currentReplicas",
+    "desiredReplicas",
+];
+
+/// The `fields` of `from` that are present, copied.
+fn copied(from: &Value, fields: &[&str]) -> Map<String, Value> {
+    fields
+        .iter()
+        .filter_map(|field| Some(((*field).to_string(), from.get(*field)?.clone())))
+        .collect()
+}
+
+/// Splits a v2 metric list (`spec.metrics` or `status.currentMetrics`) into the CPU
+/// utilization v1 shows, read at `value` in the matching metric, and the rest.
+fn split_cpu(
+    metrics: Option<&Value>,
+    is_cpu: fn(&Value) -> bool,
+    value: &str,
+) -> (Option<Value>, Vec<Value>) {
+    let metrics = metrics
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let (cpu, others): (Vec<Value>, Vec<Value>) = metrics.into_iter().partition(is_cpu);
+    let utilization = cpu
+        .first()
+        .and_then(|metric| metric.pointer(value))
+        .cloned();
+    (utilization, others)
+}
+
 fn set_annotation(object: &mut Value, key: &str, value: &Value) {
     let Some(map) = object.as_object_mut() else {
         return;
@@ -82,23 +118,14 @@ fn decode(text: Option<Value>) -> Option<Value> {
 pub fn v2_to_v1(mut object: Value) -> Value {
     let spec = object.get_mut("spec").map(Value::take).unwrap_or(json!({}));
     let status = object.get_mut("status").map(Value::take);
-    let mut v1_spec = Map::new();
-    for field in ["scaleTargetRef", "minReplicas", "maxReplicas"] {
-        if let Some(value) = spec.get(field) {
-            v1_spec.insert(field.into(), value.clone());
-        }
-    }
-    let metrics = spec
-        .get("metrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let (cpu, others): (Vec<Value>, Vec<Value>) = metrics.into_iter().partition(is_cpu_utilization);
-    if let Some(target) = cpu
-        .first()
-        .and_then(|metric| metric.pointer("/resource/target/averageUtilization"))
-    {
-        v1_spec.insert("targetCPUUtilizationPercentage".into(), target.clone());
+    let mut v1_spec = copied(&spec, &SHARED_SPEC_FIELDS);
+    let (target, others) = split_cpu(
+        spec.get("metrics"),
+        is_cpu_utilization,
+        "/resource/target/averageUtilization",
+    );
+    if let Some(target) = target {
+        v1_spec.insert("targetCPUUtilizationPercentage".into(), target);
     }
     if !others.is_empty() {
         set_annotation(&mut object, METRICS_ANNOTATION, &json!(others));
@@ -109,27 +136,14 @@ pub fn v2_to_v1(mut object: Value) -> Value {
 
     let mut v1_status = Map::new();
     if let Some(status) = &status {
-        for field in [
-            "observedGeneration",
-            "lastScaleTime",
-            "currentReplicas",
-            "desiredReplicas",
-        ] {
-            if let Some(value) = status.get(field) {
-                v1_status.insert(field.into(), value.clone());
-            }
-        }
-        let current = status
-            .get("currentMetrics")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let (cpu, others): (Vec<Value>, Vec<Value>) = current.into_iter().partition(is_cpu_current);
-        if let Some(value) = cpu
-            .first()
-            .and_then(|metric| metric.pointer("/resource/current/averageUtilization"))
-        {
-            v1_status.insert("currentCPUUtilizationPercentage".into(), value.clone());
+        v1_status = copied(status, &SHARED_STATUS_FIELDS);
+        let (current, others) = split_cpu(
+            status.get("currentMetrics"),
+            is_cpu_current,
+            "/resource/current/averageUtilization",
+        );
+        if let Some(value) = current {
+            v1_status.insert("currentCPUUtilizationPercentage".into(), value);
         }
         if !others.is_empty() {
             set_annotation(&mut object, CURRENT_METRICS_ANNOTATION, &json!(others));
@@ -166,12 +180,7 @@ pub fn v1_to_v2(mut object: Value) -> Value {
     drop_empty_annotations(&mut object);
 
     let spec = object.get_mut("spec").map(Value::take).unwrap_or(json!({}));
-    let mut v2_spec = Map::new();
-    for field in ["scaleTargetRef", "minReplicas", "maxReplicas"] {
-        if let Some(value) = spec.get(field) {
-            v2_spec.insert(field.into(), value.clone());
-        }
-    }
+    let mut v2_spec = copied(&spec, &SHARED_SPEC_FIELDS);
     let mut metrics = Vec::new();
     if let Some(target) = spec
         .get("targetCPUUtilizationPercentage")
@@ -196,17 +205,7 @@ pub fn v1_to_v2(mut object: Value) -> Value {
     if let Some(map) = object.as_object_mut() {
         map.insert("spec".into(), Value::Object(v2_spec));
         if let Some(status) = status {
-            let mut v2_status = Map::new();
-            for field in [
-                "observedGeneration",
-                "lastScaleTime",
-                "currentReplicas",
-                "desiredReplicas",
-            ] {
-                if let Some(value) = status.get(field) {
-                    v2_status.insert(field.into(), value.clone());
-                }
-            }
+            let mut v2_status = copied(&status, &SHARED_STATUS_FIELDS);
             let mut current = Vec::new();
             if let Some(value) = status
                 .get("currentCPUUtilizationPercentage")

@@ -21,23 +21,28 @@ pub(super) const DEPLOYMENT_COLUMNS: &[Column] = &[
     Column::string("Selector", "Label selector of the deployment's pods.").wide(),
 ];
 
+/// The counts ReplicaSets and ReplicationControllers both print.
+const DESIRED_PODS: Column = Column::new(
+    "Desired",
+    "integer",
+    "Number of pods desired (spec.replicas).",
+);
+const CURRENT_PODS: Column = Column::new(
+    "Current",
+    "integer",
+    "Number of pods that exist (status.replicas).",
+);
+const READY_PODS: Column = Column::new(
+    "Ready",
+    "integer",
+    "Number of ready pods (status.readyReplicas).",
+);
+
 pub(super) const REPLICA_SET_COLUMNS: &[Column] = &[
     NAME,
-    Column::new(
-        "Desired",
-        "integer",
-        "Number of pods desired (spec.replicas).",
-    ),
-    Column::new(
-        "Current",
-        "integer",
-        "Number of pods that exist (status.replicas).",
-    ),
-    Column::new(
-        "Ready",
-        "integer",
-        "Number of ready pods (status.readyReplicas).",
-    ),
+    DESIRED_PODS,
+    CURRENT_PODS,
+    READY_PODS,
     AGE,
     CONTAINERS,
     IMAGES,
@@ -91,21 +96,9 @@ pub(super) const DAEMON_SET_COLUMNS: &[Column] = &[
 
 pub(super) const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
     NAME,
-    Column::new(
-        "Desired",
-        "integer",
-        "Number of pods desired (spec.replicas).",
-    ),
-    Column::new(
-        "Current",
-        "integer",
-        "Number of pods that exist (status.replicas).",
-    ),
-    Column::new(
-        "Ready",
-        "integer",
-        "Number of ready pods (status.readyReplicas).",
-    ),
+    DESIRED_PODS,
+    CURRENT_PODS,
+    READY_PODS,
     AGE,
     CONTAINERS,
     IMAGES,
