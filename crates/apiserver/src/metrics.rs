@@ -176,6 +176,20 @@ impl Metrics {
         );
     }
 
+    /// `apiserver_terminated_watchers_total{group,resource}`: API watchers the watch cache
+    /// closed because their client stopped reading.
+    pub fn register_watch_cache(&self, cache: &crate::watch_cache::WatchCache) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry.register(
+            "terminated_watchers",
+            "Counter of watchers closed due to unresponsiveness broken by resource type.",
+            cache.terminated_watchers().clone(),
+        );
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("apiserver");
         let requests = Family::<RequestLabels, Counter>::default();

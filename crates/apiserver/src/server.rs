@@ -370,6 +370,8 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     )
     .await
     .context("cannot start the watch cache")?;
+    let metrics = Arc::new(Metrics::new());
+    metrics.register_watch_cache(&watch_cache);
     let registry = Arc::new(Registry::new(shared_store.clone(), catalog, watch_cache));
     registry
         .bootstrap()
@@ -397,7 +399,6 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     // Every replica serves every established CRD, whichever replica runs the controllers.
     crate::controllers::crd::spawn_serving(Arc::clone(&registry), shutdown.clone());
     let controllers = Arc::new(Controllers::default());
-    let metrics = Arc::new(Metrics::new());
     let gc_metrics = crate::controllers::gc::GcMetrics::default();
     metrics.register_garbage_collector(&gc_metrics);
     // Deletion reviews read what the collector knows; without one, the view says so.

@@ -14,6 +14,14 @@
 //! re-watches, and gets `410 Expired` if its resourceVersion is gone too), and every
 //! [`ChangeReceiver`] answers `Lagged`, so in-process controllers re-list, as they do when
 //! they fall behind. kube-apiserver's cacher does the same when its reflector re-lists.
+//!
+//! Each API watcher has a bounded buffer ([`WATCHER_BUFFER`] items). A watcher whose client
+//! stops reading fills it; once a live event has waited
+//! [`WatchCacheOptions::unresponsive_watcher_timeout`] for room, the watch is closed and
+//! counted in `apiserver_terminated_watchers_total{group,resource}`, as kube-apiserver's
+//! cacher forces an unresponsive watcher closed. The client re-watches from the last
+//! resourceVersion it read. So a stalled client holds at most its buffer and its connection's
+//! socket buffers, never a growing queue.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -22,6 +30,9 @@ use std::time::Duration;
 use finale_store::{EventKind, Revision, Store, StoreError, WatchEvent, prefix_range};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -89,6 +100,12 @@ pub struct WatchCacheOptions {
     /// from the history) and an in-process controller resynchronises from a list. Tests make
     /// it tiny to force that path.
     pub change_stream_capacity: usize,
+    /// How long a live event may wait for room in a watcher's full buffer before the watch is
+    /// closed as unresponsive. kube-apiserver's cacher gives a blocked watcher at most 100 ms,
+    /// because there one blocked watcher delays delivery to all; here each watcher has its own
+    /// task and a stalled one delays no one, so the wait can be longer and a client paused
+    /// briefly (a garbage-collection pause, a slow link) keeps its watch.
+    pub unresponsive_watcher_timeout: Duration,
 }
 
 impl Default for WatchCacheOptions {
@@ -97,6 +114,7 @@ impl Default for WatchCacheOptions {
             history_capacity: DEFAULT_HISTORY_CAPACITY as usize,
             bookmark_interval: Duration::from_secs(60),
             change_stream_capacity: 8192,
+            unresponsive_watcher_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -147,6 +165,13 @@ struct History {
     head: Revision,
 }
 
+/// Labels of `apiserver_terminated_watchers_total`, as upstream's: the watched resource.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatcherLabels {
+    group: String,
+    resource: String,
+}
+
 pub struct WatchCache {
     store: Arc<dyn Store>,
     history: Mutex<History>,
@@ -155,9 +180,12 @@ pub struct WatchCache {
     resyncs: tokio::sync::watch::Sender<u64>,
     options: WatchCacheOptions,
     shutdown: CancellationToken,
+    /// Watchers closed because their client stopped reading.
+    terminated_watchers: Family<WatcherLabels, Counter>,
 }
 
-const WATCHER_BUFFER: usize = 256;
+/// Items an API watcher may have queued and not yet sent to its client.
+pub const WATCHER_BUFFER: usize = 256;
 
 fn decode_value(key: &[u8], value: &[u8], revision: Revision) -> Option<Arc<Value>> {
     match serde_json::from_slice::<Value>(value) {
@@ -210,6 +238,7 @@ impl WatchCache {
             resyncs: tokio::sync::watch::Sender::new(0),
             options,
             shutdown,
+            terminated_watchers: Family::default(),
         });
         let follower = Arc::clone(&cache);
         tokio::spawn(async move { follower.follow_store().await });
@@ -261,6 +290,48 @@ impl WatchCache {
             history.covered_after = history.head;
         }
         self.resyncs.send_modify(|count| *count += 1);
+    }
+
+    /// `apiserver_terminated_watchers_total`: watchers closed because their client stopped
+    /// reading, by resource.
+    pub fn terminated_watchers(&self) -> &Family<WatcherLabels, Counter> {
+        &self.terminated_watchers
+    }
+
+    /// Queues a live event for a watcher: `false` when the watch is over, because its client
+    /// went away or because the event waited too long for room in the watcher's full buffer
+    /// (the watcher is then counted and logged as unresponsive).
+    async fn deliver(
+        &self,
+        sender: &mpsc::Sender<WatchItem>,
+        item: WatchItem,
+        resource: &ResourceType,
+    ) -> bool {
+        let item = match sender.try_send(item) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(item)) => item,
+        };
+        let timeout = self.options.unresponsive_watcher_timeout;
+        match tokio::time::timeout(timeout, sender.send(item)).await {
+            Ok(sent) => sent.is_ok(),
+            Err(_) => {
+                tracing::warn!(
+                    group = %resource.group,
+                    resource = %resource.plural,
+                    buffered = WATCHER_BUFFER,
+                    waited_ms = timeout.as_millis() as u64,
+                    "forcing watcher close due to unresponsiveness: its client has not read its buffered events; the client re-watches from the last resourceVersion it read"
+                );
+                self.terminated_watchers
+                    .get_or_create(&WatcherLabels {
+                        group: resource.group.clone(),
+                        resource: resource.plural.clone(),
+                    })
+                    .inc();
+                false
+            }
+        }
     }
 
     /// The last revision the cache has seen.
@@ -421,7 +492,8 @@ impl WatchCache {
                 _ = self.shutdown.cancelled() => return,
                 _ = sender.closed() => return,
                 _ = bookmarks.tick() => {
-                    if sender.send(WatchItem::Bookmark { revision: position, initial_events_end: false }).await.is_err() {
+                    let bookmark = WatchItem::Bookmark { revision: position, initial_events_end: false };
+                    if !self.deliver(&sender, bookmark, &request.resource).await {
                         return;
                     }
                 }
@@ -432,7 +504,7 @@ impl WatchCache {
                         }
                         position = event.revision;
                         if let Some(item) = filter.convert(&event)
-                            && sender.send(item).await.is_err()
+                            && !self.deliver(&sender, item, &request.resource).await
                         {
                             return;
                         }
@@ -492,7 +564,8 @@ impl WatchCache {
                 _ = self.shutdown.cancelled() => return,
                 _ = sender.closed() => return,
                 _ = bookmarks.tick() => {
-                    if sender.send(WatchItem::Bookmark { revision: position, initial_events_end: false }).await.is_err() {
+                    let bookmark = WatchItem::Bookmark { revision: position, initial_events_end: false };
+                    if !self.deliver(&sender, bookmark, &request.resource).await {
                         return;
                     }
                 }
@@ -501,7 +574,7 @@ impl WatchCache {
                         let event = decode_event(&event);
                         position = event.revision;
                         if let Some(item) = filter.convert(&event)
-                            && sender.send(item).await.is_err()
+                            && !self.deliver(&sender, item, &request.resource).await
                         {
                             return;
                         }

@@ -360,3 +360,119 @@ fn amplifying_requests_are_refused_and_peak_memory_stays_small() {
         env.log()
     );
 }
+
+/// `apiserver_terminated_watchers_total` for ConfigMaps, from `/metrics`.
+fn terminated_configmap_watchers(api: &common::Api) -> u64 {
+    let metrics = api.get("/metrics").expect("GET /metrics");
+    metrics
+        .body
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(
+                "apiserver_terminated_watchers_total{group=\"\",resource=\"configmaps\"} ",
+            )
+        })
+        .map(|count| count.trim().parse().expect("counter value"))
+        .unwrap_or(0)
+}
+
+/// A client that stops reading its watch does not make the server queue events for it: once
+/// the watcher's bounded buffer is full and stays full, the server closes the watch (counted
+/// in `apiserver_terminated_watchers_total`, as kube-apiserver counts the unresponsive
+/// watchers it closes), and the client, reading again, finds its stream ended early and
+/// resumes from the last resourceVersion it read, missing nothing.
+#[test]
+fn a_watcher_that_stops_reading_is_closed_and_its_client_resumes() {
+    use std::io::{BufRead, BufReader};
+
+    let env = Env::start();
+    let api = env.api();
+    let created = api
+        .post_json(CONFIGMAPS, &configmap("stalled", &[("blob", "")]))
+        .expect("create");
+    assert_eq!(created.status, 201, "{}{}", created.body, env.log());
+    let from = common::resource_version(&created.json());
+    assert_eq!(terminated_configmap_watchers(&api), 0);
+
+    // The watch is opened and then not read: no timeoutSeconds, so only the server's
+    // unresponsive-watcher rule can end it.
+    let ca = reqwest::Certificate::from_pem(env.server.ca_pem().expect("CA").as_bytes())
+        .expect("CA certificate");
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("client");
+    let watch = client
+        .get(format!(
+            "{}{CONFIGMAPS}?watch=1&resourceVersion={from}&fieldSelector=metadata.name%3Dstalled",
+            env.server.url
+        ))
+        .bearer_auth(env.server.token().expect("token"))
+        .send()
+        .expect("open the watch");
+    assert_eq!(watch.status().as_u16(), 200);
+
+    // Each update is a 64 KiB event for the watcher; the socket buffers and the watcher's
+    // buffer fill after a few hundred. Bounded in count and time.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut updates = 0u32;
+    let mut last_written = from;
+    while terminated_configmap_watchers(&api) == 0 {
+        assert!(
+            updates < 4000 && Instant::now() < deadline,
+            "the stalled watcher was never closed after {updates} updates{}",
+            env.log()
+        );
+        for _ in 0..20 {
+            updates += 1;
+            let blob = format!("{updates:08}{}", "x".repeat(64 * 1024));
+            let patch = serde_json::to_vec(&json!({"data": {"blob": blob}})).expect("patch");
+            let patched = api
+                .request(
+                    reqwest::Method::PATCH,
+                    &format!("{CONFIGMAPS}/stalled"),
+                    Some("application/merge-patch+json"),
+                    Some(patch),
+                )
+                .expect("patch");
+            assert_eq!(patched.status, 200, "{}{}", patched.body, env.log());
+            last_written = common::resource_version(&patched.json());
+        }
+    }
+    assert_eq!(terminated_configmap_watchers(&api), 1);
+    assert!(
+        env.server.log_tail(200).contains("unresponsive"),
+        "the server should say why it closed the watch{}",
+        env.log()
+    );
+
+    // Reading again: what was buffered arrives, then the stream ends, short of the last write.
+    let mut last_read = from;
+    let mut read = 0u32;
+    for line in BufReader::new(watch).lines() {
+        let line = line.expect("the closed watch ends cleanly, not by the client's timeout");
+        let event: Value = serde_json::from_str(&line).expect("watch event JSON");
+        assert_eq!(event["type"], "MODIFIED", "{line:.200}");
+        last_read = common::resource_version(&event["object"]);
+        read += 1;
+    }
+    assert!(
+        last_read < last_written && read < updates,
+        "the watch was cut short: read {read} of {updates} updates, up to {last_read} of {last_written}"
+    );
+
+    // The client resumes from the last resourceVersion it read and misses nothing.
+    let rest = common::watch_until(
+        &env.server,
+        &format!("{CONFIGMAPS}?fieldSelector=metadata.name%3Dstalled"),
+        last_read,
+        |_, object| common::resource_version(object) == last_written,
+    );
+    assert_eq!(
+        rest.len() as u32,
+        updates - read,
+        "every update after the cut arrives on the re-watch"
+    );
+    assert_eq!(rest.last().map(|(rv, _, _)| *rv), Some(last_written));
+}
