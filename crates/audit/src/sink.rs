@@ -38,6 +38,9 @@ pub const BATCH_BYTES: usize = 256 * 1024;
 /// the audited throughput). A line waits at most this long longer before it is written.
 pub const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// Bytes reserved for an encoded event: a `Metadata`-level event is 600–900 bytes.
+const LINE_CAPACITY: usize = 1024;
+
 /// Lumberjack's size when `--audit-log-maxsize` is 0 (`defaultMaxSize`): 0 does not turn
 /// rotation off.
 pub const DEFAULT_MAX_SIZE_MB: u64 = 100;
@@ -283,10 +286,11 @@ impl AuditLog {
         self.counters.events.fetch_add(1, Ordering::Relaxed);
         // Encoded here, on the caller's thread: the event is borrowed, and encoding it costs
         // no more than the copy the writer thread would otherwise need.
-        let mut line = match serde_json::to_vec(event) {
-            Ok(line) => line,
-            Err(error) => return self.failed(&event.audit_id, &error),
-        };
+        // Sized for a typical `Metadata` event, so encoding it does not grow the buffer.
+        let mut line = Vec::with_capacity(LINE_CAPACITY);
+        if let Err(error) = serde_json::to_writer(&mut line, event) {
+            return self.failed(&event.audit_id, &error);
+        }
         line.push(b'\n');
         let message = Message::Line {
             audit_id: event.audit_id.clone(),

@@ -6,7 +6,7 @@
 //! RoleBindings of the request's namespace. The first rule that allows the request decides;
 //! a binding whose role does not exist contributes an error to the reason instead of rules.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -143,15 +143,136 @@ impl Binding {
     }
 }
 
+/// Bindings by the subjects they name, so a request visits only the bindings that can apply
+/// to its user rather than every binding in the cluster (a cluster with hundreds of bindings
+/// paid for each of them on every request). Subjects of other kinds never apply and are not
+/// indexed.
+#[derive(Debug, Default)]
+struct SubjectIndex {
+    users: HashMap<String, BTreeSet<String>>,
+    groups: HashMap<String, BTreeSet<String>>,
+    /// Namespace → account name → bindings.
+    service_accounts: HashMap<String, HashMap<String, BTreeSet<String>>>,
+}
+
+impl SubjectIndex {
+    /// Where a subject is filed: the map and key, or `None` for a subject that never applies.
+    fn slot<'a>(
+        &'a mut self,
+        subject: &Subject,
+        binding_namespace: &str,
+    ) -> Option<&'a mut BTreeSet<String>> {
+        match subject.kind.as_str() {
+            "User" => Some(self.users.entry(subject.name.clone()).or_default()),
+            "Group" => Some(self.groups.entry(subject.name.clone()).or_default()),
+            "ServiceAccount" => {
+                let namespace = if subject.namespace.is_empty() {
+                    binding_namespace
+                } else {
+                    &subject.namespace
+                };
+                (!namespace.is_empty()).then(|| {
+                    self.service_accounts
+                        .entry(namespace.to_string())
+                        .or_default()
+                        .entry(subject.name.clone())
+                        .or_default()
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn add(&mut self, binding: &Binding) {
+        for subject in &binding.subjects {
+            if let Some(names) = self.slot(subject, &binding.namespace) {
+                names.insert(binding.name.clone());
+            }
+        }
+    }
+
+    fn remove(&mut self, binding: &Binding) {
+        for subject in &binding.subjects {
+            if let Some(names) = self.slot(subject, &binding.namespace) {
+                names.remove(&binding.name);
+            }
+        }
+        self.users.retain(|_, names| !names.is_empty());
+        self.groups.retain(|_, names| !names.is_empty());
+        self.service_accounts.retain(|_, accounts| {
+            accounts.retain(|_, names| !names.is_empty());
+            !accounts.is_empty()
+        });
+    }
+
+    /// The names of the bindings that name `user`, one of its groups or its ServiceAccount,
+    /// in name order.
+    fn candidates<'a>(&'a self, user: &Identity) -> Vec<&'a str> {
+        let mut names: Vec<&str> = Vec::new();
+        let mut take = |found: Option<&'a BTreeSet<String>>| {
+            names.extend(found.into_iter().flatten().map(String::as_str));
+        };
+        take(self.users.get(&user.user));
+        for group in &user.groups {
+            take(self.groups.get(group));
+        }
+        if let Some((namespace, name)) = user
+            .user
+            .strip_prefix(SERVICE_ACCOUNT_PREFIX)
+            .and_then(|rest| rest.split_once(':'))
+        {
+            take(
+                self.service_accounts
+                    .get(namespace)
+                    .and_then(|accounts| accounts.get(name)),
+            );
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+/// Bindings of one scope (the cluster, or one namespace) by name, with their subject index.
+#[derive(Debug, Default)]
+struct Bindings {
+    /// By name: visited in name order, so the binding named in a reason does not vary.
+    by_name: BTreeMap<String, Binding>,
+    by_subject: SubjectIndex,
+}
+
+impl Bindings {
+    fn put(&mut self, binding: Binding) {
+        if let Some(old) = self.by_name.remove(&binding.name) {
+            self.by_subject.remove(&old);
+        }
+        self.by_subject.add(&binding);
+        self.by_name.insert(binding.name.clone(), binding);
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(old) = self.by_name.remove(name) {
+            self.by_subject.remove(&old);
+        }
+    }
+
+    /// The bindings that may apply to `user`, in name order.
+    fn for_user<'a>(&'a self, user: &Identity) -> impl Iterator<Item = &'a Binding> + 'a {
+        self.by_subject
+            .candidates(user)
+            .into_iter()
+            .filter_map(|name| self.by_name.get(name))
+    }
+}
+
 /// Every RBAC object, indexed. Built from watch events by [`super::Authorizer`].
 #[derive(Debug, Default)]
 pub struct RbacIndex {
     cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
-    /// By name: iterated in name order, so the binding named in a reason does not vary.
-    cluster_role_bindings: BTreeMap<String, Binding>,
-    /// Namespace → name → binding.
-    role_bindings: HashMap<String, BTreeMap<String, Binding>>,
+    cluster_role_bindings: Bindings,
+    /// By namespace.
+    role_bindings: HashMap<String, Bindings>,
 }
 
 /// Which of the four RBAC kinds an object is.
@@ -212,14 +333,13 @@ impl RbacIndex {
                 }
             }
             RbacKind::ClusterRoleBinding => {
-                self.cluster_role_bindings
-                    .insert(name, Binding::parse(object));
+                self.cluster_role_bindings.put(Binding::parse(object));
             }
             RbacKind::RoleBinding => {
                 self.role_bindings
                     .entry(namespace)
                     .or_default()
-                    .insert(name, Binding::parse(object));
+                    .put(Binding::parse(object));
             }
         }
     }
@@ -241,6 +361,9 @@ impl RbacIndex {
             RbacKind::RoleBinding => {
                 if let Some(bindings) = self.role_bindings.get_mut(&namespace) {
                     bindings.remove(&name);
+                    if bindings.by_name.is_empty() {
+                        self.role_bindings.remove(&namespace);
+                    }
                 }
             }
         }
@@ -251,7 +374,7 @@ impl RbacIndex {
         match kind {
             RbacKind::ClusterRole => self.cluster_roles.clear(),
             RbacKind::Role => self.roles.clear(),
-            RbacKind::ClusterRoleBinding => self.cluster_role_bindings.clear(),
+            RbacKind::ClusterRoleBinding => self.cluster_role_bindings = Bindings::default(),
             RbacKind::RoleBinding => self.role_bindings.clear(),
         }
     }
@@ -291,8 +414,8 @@ impl RbacIndex {
             .flatten();
         let bindings = self
             .cluster_role_bindings
-            .values()
-            .chain(namespaced.into_iter().flat_map(BTreeMap::values));
+            .for_user(user)
+            .chain(namespaced.into_iter().flat_map(|b| b.for_user(user)));
         for binding in bindings {
             let Some(subject) = binding
                 .subjects
@@ -456,6 +579,53 @@ mod tests {
             }
         );
         assert_eq!(ask(&index(), user("nobody", &[]), "get", "a").reason, "");
+    }
+
+    #[test]
+    fn a_replaced_binding_applies_only_to_its_new_subjects() {
+        let mut index = index();
+        index.put(
+            RbacKind::ClusterRoleBinding,
+            &json!({"metadata": {"name": "readers"}, "roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "User", "name": "bob"}, {"kind": "ServiceAccount", "name": "robot", "namespace": "c"}]}),
+        );
+        assert!(!ask(&index, user("ann", &["team"]), "list", "b").allowed);
+        assert!(ask(&index, user("bob", &[]), "list", "b").allowed);
+        let robot = ask(
+            &index,
+            user("system:serviceaccount:c:robot", &[]),
+            "get",
+            "b",
+        );
+        assert_eq!(
+            robot.reason,
+            r#"RBAC: allowed by ClusterRoleBinding "readers" of ClusterRole "reader" to ServiceAccount "robot/c""#
+        );
+        // A ServiceAccount subject without a namespace names none in a ClusterRoleBinding.
+        index.put(
+            RbacKind::ClusterRoleBinding,
+            &json!({"metadata": {"name": "readers"}, "roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "ServiceAccount", "name": "robot"}]}),
+        );
+        assert!(
+            !ask(
+                &index,
+                user("system:serviceaccount:c:robot", &[]),
+                "get",
+                "b"
+            )
+            .allowed
+        );
+        assert!(!ask(&index, user("bob", &[]), "list", "b").allowed);
+        // Of several bindings that apply, the first by name is the one a reason names.
+        for name in ["z-team", "a-team"] {
+            index.put(
+                RbacKind::ClusterRoleBinding,
+                &json!({"metadata": {"name": name}, "roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "Group", "name": "team"}, {"kind": "User", "name": "ann"}]}),
+            );
+        }
+        assert_eq!(
+            ask(&index, user("ann", &["team"]), "list", "b").reason,
+            r#"RBAC: allowed by ClusterRoleBinding "a-team" of ClusterRole "reader" to Group "team""#
+        );
     }
 
     #[test]

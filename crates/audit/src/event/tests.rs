@@ -250,7 +250,11 @@ fn audit_id_comes_from_the_header_or_is_a_fresh_uuid() {
         audit.audit_id().to_owned()
     };
     let (a, b) = (fresh(()), fresh(()));
-    assert!(uuid::Uuid::parse_str(&a).is_ok(), "{a}");
+    for id in [&a, &b] {
+        let parsed = uuid::Uuid::parse_str(id).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(parsed.get_version_num(), 4, "{id} is a random UUID");
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122, "{id}");
+    }
     assert_ne!(a, b);
 }
 
