@@ -245,7 +245,23 @@ impl ServerArgs {
 /// The name kubectl runs a plugin by: `kubectl finale …` runs `kubectl-finale …`.
 const KUBECTL_PLUGIN_NAME: &str = "kubectl-finale";
 
+/// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` says what
+/// to do (mimalloc's own switch, read at its start). mimalloc backs its heap with 2 MiB huge
+/// pages when the kernel allows: an idle server then holds 20 MiB of mostly untouched heap
+/// (measured: 24.6 MB anonymous, 20 MB of it huge pages; 7.6 MB without), and HTTPS creates
+/// measured no faster with them.
+fn disable_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    if let Err(error) = nix::sys::prctl::set_thp_disable(true) {
+        // Only an old kernel refuses; the server works the same with more idle memory.
+        eprintln!("finale: cannot turn transparent huge pages off (prctl: {error}); continuing");
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    disable_transparent_huge_pages();
     // Invoked as the kubectl plugin, the binary behaves the same; only its usage lines say
     // `kubectl finale`.
     let invoked_as = std::env::args_os()

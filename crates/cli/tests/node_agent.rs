@@ -194,6 +194,17 @@ impl Drop for Cluster {
     }
 }
 
+/// `THP_enabled` of a process (`/proc/PID/status`): "0" once prctl(PR_SET_THP_DISABLE).
+fn thp_enabled(pid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .map(|value| value.trim().to_string())
+        .unwrap_or_else(|| panic!("no THP_enabled in /proc/{pid}/status"))
+}
+
 /// The pid in a container status's `containerID` (`process://<pid>`).
 fn pid_of(pod: &Value, container: &str) -> i32 {
     pod["status"]["containerStatuses"]
@@ -336,6 +347,10 @@ fn a_pod_runs_reports_its_status_and_serves_its_logs() {
     assert_eq!(web["image"], "busybox:1.36");
     let pid = pid_of(&pod, "c");
     assert!(alive(pid));
+    // `finale` runs without transparent huge pages; a Pod's process gets the host's default.
+    let server = cluster.env.server.pid().expect("the server's pid");
+    assert_eq!(thp_enabled(server as i32), "0", "the server turns THP off");
+    assert_eq!(thp_enabled(pid), "1", "the pod's process has THP back");
 
     let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
     let pod_dir = cluster.root.join("pods").join(&uid);

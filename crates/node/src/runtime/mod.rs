@@ -98,10 +98,17 @@ fn command(launch: &Launch<'_>) -> io::Result<tokio::process::Command> {
         .current_dir(launch.working_dir)
         .stdin(Stdio::null())
         .kill_on_drop(false);
-    // SAFETY: the closure runs in the child between fork and exec and only calls setsid(2),
-    // which is async-signal-safe.
+    // SAFETY: the closure runs in the child between fork and exec and only calls setsid(2)
+    // and prctl(2), both async-signal-safe.
     unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        command.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            // `finale` turns transparent huge pages off for itself (crates/cli/src/main.rs),
+            // and exec keeps that; a Pod's process gets the host's default back (a kernel
+            // that refuses has no such setting to undo).
+            let _ = nix::sys::prctl::set_thp_disable(false);
+            Ok(())
+        });
     }
     Ok(command)
 }
