@@ -47,21 +47,25 @@ impl Subject {
         match self.kind.as_str() {
             "User" => user.user == self.name,
             "Group" => user.groups.contains(&self.name),
-            "ServiceAccount" => {
-                let namespace = if self.namespace.is_empty() {
-                    binding_namespace
-                } else {
-                    &self.namespace
-                };
-                !namespace.is_empty()
-                    && user
-                        .user
-                        .strip_prefix(SERVICE_ACCOUNT_PREFIX)
-                        .and_then(|rest| rest.split_once(':'))
-                        .is_some_and(|(ns, name)| ns == namespace && name == self.name)
-            }
+            "ServiceAccount" => self.account(binding_namespace).is_some_and(|account| {
+                user.user
+                    .strip_prefix(SERVICE_ACCOUNT_PREFIX)
+                    .and_then(|rest| rest.split_once(':'))
+                    == Some(account)
+            }),
             _ => false,
         }
+    }
+
+    /// The `(namespace, name)` a ServiceAccount subject names: its own namespace, else the
+    /// binding's; `None` when neither is set (such a subject applies to no one).
+    fn account<'a>(&'a self, binding_namespace: &'a str) -> Option<(&'a str, &'a str)> {
+        let namespace = if self.namespace.is_empty() {
+            binding_namespace
+        } else {
+            &self.namespace
+        };
+        (!namespace.is_empty()).then_some((namespace, self.name.as_str()))
     }
 
     /// Upstream's `describeSubject`.
@@ -156,53 +160,54 @@ struct SubjectIndex {
 }
 
 impl SubjectIndex {
-    /// Where a subject is filed: the map and key, or `None` for a subject that never applies.
-    fn slot<'a>(
-        &'a mut self,
-        subject: &Subject,
-        binding_namespace: &str,
-    ) -> Option<&'a mut BTreeSet<String>> {
-        match subject.kind.as_str() {
-            "User" => Some(self.users.entry(subject.name.clone()).or_default()),
-            "Group" => Some(self.groups.entry(subject.name.clone()).or_default()),
-            "ServiceAccount" => {
-                let namespace = if subject.namespace.is_empty() {
-                    binding_namespace
-                } else {
-                    &subject.namespace
-                };
-                (!namespace.is_empty()).then(|| {
-                    self.service_accounts
-                        .entry(namespace.to_string())
-                        .or_default()
-                        .entry(subject.name.clone())
-                        .or_default()
-                })
-            }
-            _ => None,
-        }
-    }
-
     fn add(&mut self, binding: &Binding) {
         for subject in &binding.subjects {
-            if let Some(names) = self.slot(subject, &binding.namespace) {
-                names.insert(binding.name.clone());
-            }
+            let names = match subject.kind.as_str() {
+                "User" => self.users.entry(subject.name.clone()).or_default(),
+                "Group" => self.groups.entry(subject.name.clone()).or_default(),
+                "ServiceAccount" => match subject.account(&binding.namespace) {
+                    Some((namespace, name)) => self
+                        .service_accounts
+                        .entry(namespace.to_string())
+                        .or_default()
+                        .entry(name.to_string())
+                        .or_default(),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            names.insert(binding.name.clone());
         }
     }
 
+    /// Unfiles `binding` under each of its subjects, dropping the entries it leaves empty.
     fn remove(&mut self, binding: &Binding) {
-        for subject in &binding.subjects {
-            if let Some(names) = self.slot(subject, &binding.namespace) {
-                names.remove(&binding.name);
+        fn unfile(map: &mut HashMap<String, BTreeSet<String>>, key: &str, binding: &str) {
+            if let Some(names) = map.get_mut(key) {
+                names.remove(binding);
+                if names.is_empty() {
+                    map.remove(key);
+                }
             }
         }
-        self.users.retain(|_, names| !names.is_empty());
-        self.groups.retain(|_, names| !names.is_empty());
-        self.service_accounts.retain(|_, accounts| {
-            accounts.retain(|_, names| !names.is_empty());
-            !accounts.is_empty()
-        });
+        for subject in &binding.subjects {
+            match subject.kind.as_str() {
+                "User" => unfile(&mut self.users, &subject.name, &binding.name),
+                "Group" => unfile(&mut self.groups, &subject.name, &binding.name),
+                "ServiceAccount" => {
+                    let Some((namespace, name)) = subject.account(&binding.namespace) else {
+                        continue;
+                    };
+                    if let Some(accounts) = self.service_accounts.get_mut(namespace) {
+                        unfile(accounts, name, &binding.name);
+                        if accounts.is_empty() {
+                            self.service_accounts.remove(namespace);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The names of the bindings that name `user`, one of its groups or its ServiceAccount,
