@@ -10,10 +10,9 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use common::raw::{Http, rv};
-use common::{TestServer, WAIT, client_config, within};
+use common::{TestServer, WAIT, within};
 use finale_apiserver::pki::Pki;
 use finale_apiserver::registry::provenance;
-use finale_apiserver::server::{ServerConfig, start};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -94,36 +93,6 @@ fn added_at_is_recent(evidence: &Value) {
     );
 }
 
-async fn restart(server: TestServer) -> TestServer {
-    let TestServer {
-        running, dir, etcd, ..
-    } = server;
-    within(std::time::Duration::from_secs(20), running.shutdown()).await;
-    let mut config = ServerConfig::new(
-        dir.path().join("data"),
-        "127.0.0.1:0".parse().expect("loopback address"),
-    );
-    config.store.durable_commits = false;
-    // On etcd (`FINALE_TEST_STORE=etcd`) the record must survive there, not in a new store.
-    if let Some(member) = &etcd {
-        config.etcd = Some(finale_apiserver::server::EtcdConfig {
-            options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
-            compaction_interval: std::time::Duration::from_secs(300),
-        });
-    }
-    let running = within(WAIT, start(config))
-        .await
-        .expect("the server restarts");
-    let client =
-        kube::Client::try_from(within(WAIT, client_config(&running)).await).expect("a kube client");
-    TestServer {
-        running,
-        client,
-        dir,
-        etcd,
-    }
-}
-
 #[tokio::test]
 async fn who_added_each_finalizer_is_recorded_beside_the_object_and_explained() {
     let server = TestServer::start().await;
@@ -200,7 +169,7 @@ async fn who_added_each_finalizer_is_recorded_beside_the_object_and_explained() 
     check(&before);
 
     // And after a restart the record is still there, unchanged.
-    let server = restart(server).await;
+    let server = server.restart_with(|_| {}).await;
     let http = Http::new(&server);
     let after = finalizer_evidence(&http, "held").await;
     check(&after);

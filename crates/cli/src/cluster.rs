@@ -160,16 +160,15 @@ pub fn split_target<'a>(
     Ok((type_, name))
 }
 
-/// The core and named groups, from aggregated discovery.
+/// The core and named groups, from aggregated discovery: both requests at once, since
+/// every command waits for them before it can ask anything.
 async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
-    let core = client
-        .list_core_api_versions_aggregated()
-        .await
-        .context("GET /api")?;
-    let named = client
-        .list_api_groups_aggregated()
-        .await
-        .context("GET /apis")?;
+    let (core, named) = tokio::join!(
+        client.list_core_api_versions_aggregated(),
+        client.list_api_groups_aggregated(),
+    );
+    let core = core.context("GET /api")?;
+    let named = named.context("GET /apis")?;
     Ok(Served::new(core, named))
 }
 

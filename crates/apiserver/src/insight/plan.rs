@@ -83,7 +83,9 @@ use super::pod_agent::{Agent, agent_evidence};
 use super::reached::Reached;
 use super::review::{self, Explainer, evidence, node, object_ref, plural};
 use super::snapshot::{Snapshot, deletion_reads_body};
-use crate::controllers::gc::{AtRevision, Dependent, DependentGroup, GcView, ObservedGroup};
+use crate::controllers::gc::{
+    AtRevision, Dependent, DependentGroup, GcView, ObservedGroup, UidMap,
+};
 use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
 use crate::object::{self, OwnerReference};
 use crate::registry::DeleteOptions;
@@ -145,7 +147,8 @@ struct Node {
     content: bool,
     /// The object it was reached from, for the tree.
     parent: Option<usize>,
-    owners: Vec<OwnerLink>,
+    /// Shared with both replays' starting states, which copy no reference.
+    owners: Arc<Vec<OwnerLink>>,
     /// Its `ownerReferences`' count of targets in the graph; in-scope dependents by index.
     dependents: Vec<usize>,
     holds: Vec<Hold>,
@@ -204,7 +207,7 @@ impl<'n> Replay<'n> {
                 finalizers: n.finalizers.clone(),
                 spec_tokens: n.spec_tokens(),
                 grace_pending: false,
-                owners: Arc::new(n.owners.clone()),
+                owners: Arc::clone(&n.owners),
                 orphaned_from: Vec::new(),
             })
             .collect();
@@ -607,7 +610,7 @@ pub struct Planner<'a> {
     gc: &'a GcView,
     explainer: Explainer<'a>,
     nodes: Vec<Node>,
-    index: HashMap<String, usize>,
+    index: UidMap<usize>,
     /// Collections read whole at the snapshot (storage prefix, namespace) → their objects not
     /// reached yet: an owner with many dependents of one type in one namespace costs one
     /// range read instead of one read per dependent.
@@ -636,7 +639,7 @@ impl<'a> Planner<'a> {
             gc,
             explainer: Explainer::new(catalog, snapshot, gc, now).await?,
             nodes: Vec::new(),
-            index: HashMap::new(),
+            index: UidMap::default(),
             listed: HashMap::new(),
             kinds: Vec::new(),
             read_store: false,
@@ -735,7 +738,7 @@ impl<'a> Planner<'a> {
             in_scope,
             content,
             parent,
-            owners: Vec::new(),
+            owners: Arc::default(),
             dependents: Vec::new(),
             holds: Vec::new(),
             grace_seconds: 0,
@@ -815,7 +818,7 @@ impl<'a> Planner<'a> {
                     block: reference.block_owner_deletion,
                 });
             }
-            self.nodes[index].owners = links;
+            self.nodes[index].owners = Arc::new(links);
         }
         Ok(())
     }
@@ -857,7 +860,8 @@ impl<'a> Planner<'a> {
             let Some(dependent_type) = self.lookup_kind(&group.api_version, &group.kind) else {
                 continue;
             };
-            let found = if deletion_reads_body(&dependent_type) {
+            let from_graph = !deletion_reads_body(&dependent_type);
+            let found = if !from_graph {
                 let as_group = DependentGroup {
                     count: group.members.len(),
                     members: group
@@ -914,7 +918,7 @@ impl<'a> Planner<'a> {
                     })
                     .collect()
             };
-            self.add_dependents(owner, &owner_uid, &dependent_type, found, queue);
+            self.add_dependents(owner, &owner_uid, &dependent_type, found, from_graph, queue);
         }
         Ok(())
     }
@@ -935,7 +939,7 @@ impl<'a> Planner<'a> {
             let found = self.read_group(&dependent_type, &owner_uid, &group).await?;
             // Each is asked about in the next wave: the live index decides.
             let found = found.into_iter().map(|object| (object, true)).collect();
-            self.add_dependents(owner, &owner_uid, &dependent_type, found, queue);
+            self.add_dependents(owner, &owner_uid, &dependent_type, found, false, queue);
         }
         Ok(())
     }
@@ -975,19 +979,24 @@ impl<'a> Planner<'a> {
 
     /// Adds `found`, dependents of `owner` of one type, to the plan (those not reached yet
     /// that still reference it), and queues those that may own something in turn (the
-    /// `bool`) so that their own dependents are reached.
+    /// `bool`) so that their own dependents are reached. `from_graph`: they are the
+    /// collector's graph at the snapshot, whose dependents reference their owner by
+    /// construction, so their references need no second look.
     fn add_dependents(
         &mut self,
         owner: usize,
         owner_uid: &str,
         dependent_type: &Arc<ResourceType>,
         found: Vec<(Reached, bool)>,
+        from_graph: bool,
         queue: &mut VecDeque<usize>,
     ) {
         self.nodes.reserve(found.len());
         self.index.reserve(found.len());
         for (object, may_own) in found {
-            if self.index.contains_key(&object.this.uid) || !object.references_owner(owner_uid) {
+            if self.index.contains_key(&object.this.uid)
+                || !(from_graph || object.references_owner(owner_uid))
+            {
                 continue;
             }
             let index = self.add(Arc::clone(dependent_type), object, true, false, Some(owner));
@@ -1010,7 +1019,6 @@ impl<'a> Planner<'a> {
             uid,
             ..
         } = reference;
-        let dependent_namespace = self.nodes[index].this.namespace.clone();
         let dependent_namespaced = self.nodes[index].resource.namespaced;
         let Some(owner_type) = self.lookup_kind(api_version, kind) else {
             return Ok(RefTarget::Unverifiable(format!(
@@ -1022,16 +1030,21 @@ impl<'a> Planner<'a> {
                 "{kind}/{name} (a namespaced owner of a cluster-scoped object, which the garbage collector never collects)"
             )));
         }
+        let dependent_namespace = &self.nodes[index].this.namespace;
         if let Some(&owner) = self.index.get(uid) {
             let owner_namespace = &self.nodes[owner].this.namespace;
-            if owner_type.namespaced && *owner_namespace != dependent_namespace {
+            if owner_type.namespaced && owner_namespace != dependent_namespace {
                 // GC19: looked up in the dependent's namespace, it is not there.
                 return Ok(RefTarget::Dangling);
             }
             return Ok(RefTarget::Node(owner));
         }
-        let namespace = Some(dependent_namespace.as_str()).filter(|_| owner_type.namespaced);
-        match self.snapshot.get(&owner_type, namespace, name).await? {
+        let namespace = Some(dependent_namespace.clone()).filter(|_| owner_type.namespaced);
+        match self
+            .snapshot
+            .get(&owner_type, namespace.as_deref(), name)
+            .await?
+        {
             Some(owner) if object::uid(&owner) == uid => {
                 let owner = Reached::from_object(&owner_type, owner);
                 Ok(RefTarget::Node(

@@ -85,6 +85,38 @@ impl TestServer {
     pub async fn shutdown(self) {
         within(Duration::from_secs(20), self.running.shutdown()).await;
     }
+
+    /// Stops the server and starts a new one on the same data (and etcd member), after
+    /// `adjust` has changed its configuration.
+    pub async fn restart_with(self, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let TestServer {
+            running, dir, etcd, ..
+        } = self;
+        within(Duration::from_secs(20), running.shutdown()).await;
+        let mut config = ServerConfig::new(
+            dir.path().join("data"),
+            "127.0.0.1:0".parse().expect("loopback address"),
+        );
+        config.store.durable_commits = false;
+        if let Some(member) = &etcd {
+            config.etcd = Some(finale_apiserver::server::EtcdConfig {
+                options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
+                compaction_interval: Duration::from_secs(300),
+            });
+        }
+        adjust(&mut config);
+        let running = within(WAIT, start(config))
+            .await
+            .expect("the server restarts");
+        let client = Client::try_from(within(WAIT, client_config(&running)).await)
+            .expect("build a kube client");
+        TestServer {
+            running,
+            client,
+            dir,
+            etcd,
+        }
+    }
 }
 
 pub fn install_crypto_provider() {

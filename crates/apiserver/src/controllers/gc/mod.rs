@@ -35,6 +35,8 @@
 mod graph;
 mod view;
 
+pub use graph::{UidMap, UidSet};
+
 pub use view::{
     AtRevision, Dependent, DependentGroup, GcView, GcWork, ObservedDependent, ObservedGroup,
 };
