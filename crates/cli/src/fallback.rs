@@ -10,7 +10,7 @@
 //!
 //! # Guarantees
 //! - Answers computed here are marked: a line on stderr ([`ClusterCopy::announce`]) in text
-//!   mode and `computedBy: client` in JSON and YAML ([`mark_computed_by_client`]).
+//!   mode and `computedBy: client` in JSON and YAML ([`encode_answer`]).
 //! - While listing, the number of objects listed so far is shown on stderr when stderr is a
 //!   terminal (and only then: logs and pipes stay clean).
 //!
@@ -35,6 +35,7 @@ use finale_apiserver::resources::{Catalog, ResourceType};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::cluster::Session;
@@ -144,11 +145,31 @@ impl ClusterCopy {
     }
 }
 
-/// Adds `computedBy: client` to an answer printed as JSON or YAML.
-pub fn mark_computed_by_client(status: &mut Value) {
-    if let Some(map) = status.as_object_mut() {
-        map.insert("computedBy".into(), Value::String("client".into()));
+/// An answer as JSON (pretty, with a final newline) or YAML, with `computedBy: client` after
+/// its own fields when the client computed it. Encoded straight from the typed answer: a plan
+/// of ten thousand objects is not first copied into a `serde_json::Value` tree.
+pub fn encode_answer<T: Serialize>(
+    answer: &T,
+    computed_by_client: bool,
+    yaml: bool,
+) -> anyhow::Result<String> {
+    #[derive(Serialize)]
+    struct Printed<'a, T> {
+        #[serde(flatten)]
+        answer: &'a T,
+        #[serde(rename = "computedBy", skip_serializing_if = "Option::is_none")]
+        computed_by: Option<&'static str>,
     }
+    let printed = Printed {
+        answer,
+        computed_by: computed_by_client.then_some("client"),
+    };
+    if yaml {
+        return serde_saphyr::to_string(&printed).context("encode YAML");
+    }
+    let mut json = serde_json::to_string_pretty(&printed).context("encode JSON")?;
+    json.push('\n');
+    Ok(json)
 }
 
 /// The server's own type for a kind it compiles in (Pods keep their grace period rules, and

@@ -28,7 +28,7 @@ use kube::api::Api;
 
 use crate::cluster::{ClusterArgs, ColorChoice, Session};
 use crate::explain::{OutputFormat, ask, render};
-use crate::fallback::{ClusterCopy, mark_computed_by_client};
+use crate::fallback::{ClusterCopy, encode_answer};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Cascade {
@@ -116,21 +116,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         (status, Some(copy))
     };
     let text = match args.output {
-        Some(format) => {
-            let mut document = serde_json::to_value(&status).context("encode the answer")?;
-            if copy.is_some() {
-                mark_computed_by_client(&mut document);
-            }
-            match format {
-                OutputFormat::Json => {
-                    let mut json =
-                        serde_json::to_string_pretty(&document).context("encode JSON")?;
-                    json.push('\n');
-                    json
-                }
-                OutputFormat::Yaml => serde_saphyr::to_string(&document).context("encode YAML")?,
-            }
-        }
+        Some(format) => encode_answer(&status, copy.is_some(), format == OutputFormat::Yaml)?,
         None => {
             if let Some(copy) = &copy {
                 copy.announce(&session, "finale plan");

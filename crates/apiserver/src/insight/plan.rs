@@ -1039,7 +1039,7 @@ impl<'a> Planner<'a> {
             }
             return Ok(RefTarget::Node(owner));
         }
-        let namespace = Some(dependent_namespace.clone()).filter(|_| owner_type.namespaced);
+        let namespace = owner_type.namespaced.then(|| dependent_namespace.clone());
         match self
             .snapshot
             .get(&owner_type, namespace.as_deref(), name)

@@ -39,26 +39,38 @@ impl TestServer {
     pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
         install_crypto_provider();
         let dir = tempfile::tempdir().expect("create a temporary data directory");
-        let mut config = ServerConfig::new(
-            dir.path().join("data"),
-            "127.0.0.1:0".parse().expect("loopback address"),
-        );
-        // Tests do not need fsync; a clean close still makes everything durable.
-        config.store.durable_commits = false;
         // `FINALE_TEST_STORE=etcd`: the same suites on a fresh etcd member.
         let etcd = if finale_e2e::test_store_is_etcd() {
             let member = tokio::task::spawn_blocking(finale_e2e::Etcd::start_in_memory)
                 .await
                 .expect("etcd start task")
                 .expect("start etcd");
-            config.etcd = Some(finale_apiserver::server::EtcdConfig {
-                options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
-                compaction_interval: Duration::from_secs(300),
-            });
             Some(member)
         } else {
             None
         };
+        Self::launch(dir, etcd, adjust).await
+    }
+
+    /// A server on `dir`'s data (and on `etcd`, when given), loopback on an ephemeral port,
+    /// after `adjust` has changed its configuration, with a kube client for it.
+    async fn launch(
+        dir: TempDir,
+        etcd: Option<finale_e2e::Etcd>,
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> TestServer {
+        let mut config = ServerConfig::new(
+            dir.path().join("data"),
+            "127.0.0.1:0".parse().expect("loopback address"),
+        );
+        // Tests do not need fsync; a clean close still makes everything durable.
+        config.store.durable_commits = false;
+        if let Some(member) = &etcd {
+            config.etcd = Some(finale_apiserver::server::EtcdConfig {
+                options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
+                compaction_interval: Duration::from_secs(300),
+            });
+        }
         adjust(&mut config);
         let running = within(WAIT, start(config))
             .await
@@ -93,29 +105,7 @@ impl TestServer {
             running, dir, etcd, ..
         } = self;
         within(Duration::from_secs(20), running.shutdown()).await;
-        let mut config = ServerConfig::new(
-            dir.path().join("data"),
-            "127.0.0.1:0".parse().expect("loopback address"),
-        );
-        config.store.durable_commits = false;
-        if let Some(member) = &etcd {
-            config.etcd = Some(finale_apiserver::server::EtcdConfig {
-                options: finale_store_etcd::EtcdStoreOptions::new(vec![member.endpoint.clone()]),
-                compaction_interval: Duration::from_secs(300),
-            });
-        }
-        adjust(&mut config);
-        let running = within(WAIT, start(config))
-            .await
-            .expect("the server restarts");
-        let client = Client::try_from(within(WAIT, client_config(&running)).await)
-            .expect("build a kube client");
-        TestServer {
-            running,
-            client,
-            dir,
-            etcd,
-        }
+        Self::launch(dir, etcd, adjust).await
     }
 }
 

@@ -87,7 +87,7 @@ pub struct ExplainArgs {
     client_side: bool,
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum OutputFormat {
     Json,
     Yaml,
@@ -328,19 +328,12 @@ impl Printer {
         status: &DeletionReviewStatus,
         previous: Option<&str>,
     ) -> anyhow::Result<Option<String>> {
-        let mut document = serde_json::to_value(status).context("encode the answer")?;
-        if self.computed_by_client {
-            crate::fallback::mark_computed_by_client(&mut document);
-        }
         let text = match self.format {
-            Some(OutputFormat::Json) => {
-                let mut json = serde_json::to_string_pretty(&document).context("encode JSON")?;
-                json.push('\n');
-                json
-            }
-            Some(OutputFormat::Yaml) => {
-                serde_saphyr::to_string(&document).context("encode YAML")?
-            }
+            Some(format) => crate::fallback::encode_answer(
+                status,
+                self.computed_by_client,
+                format == OutputFormat::Yaml,
+            )?,
             None => render::render(status, chrono::Utc::now(), self.colour),
         };
         if previous == Some(text.as_str()) {

@@ -26,7 +26,7 @@ use finale_apiserver::insight::tree::{
 use kube::api::{Api, PostParams};
 
 use crate::cluster::{ClusterArgs, ColorChoice, Session};
-use crate::fallback::{ClusterCopy, mark_computed_by_client};
+use crate::fallback::{ClusterCopy, encode_answer};
 
 #[derive(clap::Args)]
 pub struct TreeArgs {
@@ -124,17 +124,7 @@ fn print(
     };
     let text = match args.output {
         Some(format @ (TreeFormat::Json | TreeFormat::Yaml)) => {
-            let mut document = serde_json::to_value(status).context("encode the answer")?;
-            if copy.is_some() {
-                mark_computed_by_client(&mut document);
-            }
-            if format == TreeFormat::Json {
-                let mut json = serde_json::to_string_pretty(&document).context("encode JSON")?;
-                json.push('\n');
-                json
-            } else {
-                serde_saphyr::to_string(&document).context("encode YAML")?
-            }
+            encode_answer(status, copy.is_some(), format == TreeFormat::Yaml)?
         }
         Some(TreeFormat::Dot) => {
             let mut dot = render::dot(root, args.up);

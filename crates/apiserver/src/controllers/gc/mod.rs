@@ -35,7 +35,7 @@
 mod graph;
 mod view;
 
-pub use graph::{UidMap, UidSet};
+pub use graph::UidMap;
 
 pub use view::{
     AtRevision, Dependent, DependentGroup, GcView, GcWork, ObservedDependent, ObservedGroup,
