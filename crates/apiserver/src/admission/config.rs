@@ -622,7 +622,7 @@ mod tests {
         let object = config(webhook);
         let errors = validate_validating(&object, None);
         assert!(
-            errors.iter().any(|e| e.body().contains("sideEffects")),
+            errors.iter().any(|e| e.field.contains("sideEffects")),
             "{errors:?}"
         );
         assert!(validate_validating(&object, Some(&object)).is_empty());

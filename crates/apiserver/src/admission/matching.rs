@@ -250,7 +250,9 @@ mod tests {
             (rule(&["*"], &[""], &["pods"], "*"), &status, false),
             (rule(&["*"], &[""], &["pods/status"], "*"), &status, true),
             (rule(&["*"], &[""], &["*/*"], "*"), &status, true),
-            (rule(&["*"], &[""], &["*/*"], "*"), &create, false),
+            // `*/*` names every subresource and, as upstream's `*` subresource does, the
+            // main resource too.
+            (rule(&["*"], &[""], &["*/*"], "*"), &create, true),
             (rule(&["*"], &[""], &["*"], "*"), &status, false),
         ];
         for (i, (rule, attributes, expected)) in cases.iter().enumerate() {
