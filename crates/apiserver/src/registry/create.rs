@@ -95,8 +95,15 @@ impl Registry {
         // one); what they change then passes the same defaulting and validation as the
         // client's content.
         let has_webhooks = self.webhooks.any_for(resource).await?;
-        let user = self.admission_user(options.actor.as_ref());
-        let create_options = write_options_json(options);
+        // Built only when a webhook may be called: creates without webhooks pay nothing.
+        let (user, create_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                write_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
         let admission_namespace = if resource.is_namespace() {
             None
         } else {

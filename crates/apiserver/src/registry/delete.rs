@@ -43,8 +43,14 @@ impl Registry {
         let orphan_warnings = job_orphan_warning(resource, options);
         let key = resource.object_key(namespace, name);
         let has_webhooks = self.webhooks.any_for(resource).await?;
-        let user = self.admission_user(options.actor.as_ref());
-        let delete_options = delete_options_json(options);
+        let (user, delete_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                delete_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
         let mut attempts = 0;
         loop {
             attempts += 1;

@@ -63,8 +63,14 @@ impl Registry {
         // model: webhooks are not called for it (docs/compatibility.md).
         let has_webhooks =
             subresource != Subresource::Binding && self.webhooks.any_for(resource).await?;
-        let user = self.admission_user(options.actor.as_ref());
-        let update_options = write_options_json(options);
+        let (user, update_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                write_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
         let admission = WebhookRequest {
             resource,
             subresource,
