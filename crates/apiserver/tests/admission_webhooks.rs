@@ -508,6 +508,30 @@ async fn a_validating_webhook_can_refuse_a_finalizer_removal() {
         request["oldObject"]["metadata"]["finalizers"],
         json!(["example.com/hold"])
     );
+
+    // The deletion explanation names the webhook as what keeps the finalizer.
+    let review = http
+        .post(
+            "/apis/deletion.finale.dev/v1alpha1/deletionreviews",
+            &json!({"apiVersion": "deletion.finale.dev/v1alpha1", "kind": "DeletionReview",
+                "spec": {"target": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "held"}}}),
+        )
+        .await
+        .expect(201);
+    let status = &review["status"];
+    assert_eq!(status["verdict"], "Stuck", "{status:#}");
+    let cause = &status["causes"][0];
+    assert_eq!(cause["state"], "Stuck", "{status:#}");
+    assert_eq!(
+        cause["evidence"]["removalRefusedBy"], "admission webhook \"guard.example.com\"",
+        "{status:#}"
+    );
+    assert!(
+        cause["message"].as_str().is_some_and(|m| m.starts_with(
+            "admission webhook \"guard.example.com\" refused the removal of finalizer example.com/hold"
+        )),
+        "{status:#}"
+    );
     server.shutdown().await;
 }
 

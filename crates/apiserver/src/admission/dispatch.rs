@@ -107,7 +107,11 @@ impl Webhooks {
                     }
                     Err(failure) => Err(failure),
                 };
-                let outcome = self.account(hook, &attributes, started, outcome);
+                let after = Attributes {
+                    object: object.as_deref(),
+                    ..attributes
+                };
+                let outcome = self.account(hook, &after, started, outcome);
                 if changed {
                     changed_any = true;
                     reinvoke.extend(invoked_since_change.drain(..));
@@ -190,14 +194,18 @@ impl Webhooks {
         let operation = attributes.operation.as_str();
         let elapsed = started.elapsed();
         let metrics = &self.metrics;
+        let refused = |error: ApiError| {
+            // A refused finalizer removal is what a deletion explanation must name.
+            super::refusals::note(attributes, &hook.name, &error.message);
+            Err(error)
+        };
         match outcome {
             Ok(()) => {
                 metrics.observe(&hook.name, hook_type, operation, false, elapsed);
                 Ok(())
             }
-            Err(Failure::Call { error, code }) if hook.fail_open => {
+            Err(Failure::Call { error, .. }) if hook.fail_open => {
                 metrics.observe(&hook.name, hook_type, operation, false, elapsed);
-                let _ = code;
                 tracing::warn!(webhook = %hook.name, error = %error.0, "failed calling webhook, failing open");
                 Ok(())
             }
@@ -211,7 +219,7 @@ impl Webhooks {
                     code,
                 );
                 tracing::warn!(webhook = %hook.name, error = %error.0, "failed calling webhook, failing closed");
-                Err(internal(format!(
+                refused(internal(format!(
                     "failed calling webhook {:?}: {}",
                     hook.name, error.0
                 )))
@@ -225,12 +233,12 @@ impl Webhooks {
                     RejectionKind::Denied,
                     error.code,
                 );
-                Err(error)
+                refused(error)
             }
             Err(Failure::Internal(error)) => {
                 metrics.observe(&hook.name, hook_type, operation, true, elapsed);
                 metrics.reject(&hook.name, hook_type, operation, RejectionKind::Internal, 0);
-                Err(error)
+                refused(error)
             }
         }
     }

@@ -53,6 +53,7 @@ pub mod config;
 mod dispatch;
 pub mod matching;
 pub mod metrics;
+pub mod refusals;
 
 pub use config::{default_mutating, default_validating, validate_mutating, validate_validating};
 pub use metrics::WebhookMetrics;
