@@ -244,7 +244,19 @@ impl Webhooks {
         let mut hooks = Vec::new();
         for kv in &response.kvs {
             match serde_json::from_slice::<Value>(&kv.value) {
-                Ok(configuration) => hooks.extend(config::compile(hook_type, &configuration)),
+                Ok(configuration) => {
+                    let compiled = config::compile(hook_type, &configuration);
+                    for hook in compiled.iter().filter(|h| h.has_match_conditions) {
+                        // Said once per reload: the operator should know the conditions
+                        // do not filter anything here.
+                        tracing::warn!(
+                            configuration = %hook.configuration,
+                            webhook = %hook.name,
+                            "matchConditions are not evaluated (no CEL): the webhook is called as if they all matched"
+                        );
+                    }
+                    hooks.extend(compiled);
+                }
                 Err(error) => tracing::warn!(
                     key = %String::from_utf8_lossy(&kv.key),
                     %error,
