@@ -792,3 +792,61 @@ async fn warnings_from_webhooks_reach_the_client() {
     assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subresource_rules_see_the_scale_subresource_as_a_scale() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    http.post(
+        "/apis/apps/v1/namespaces/default/deployments",
+        &json!({"metadata": {"name": "web"}, "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await
+    .expect(201);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "scale",
+        vec![webhook(
+            "scale.example.com",
+            json!({"url": hooks.url("/scale"), "caBundle": hooks.ca_bundle()}),
+            json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "resources": ["deployments/scale"]}]),
+        )],
+    )
+    .await;
+    // The main resource is not `deployments/scale`: not sent (proved by the scale that is).
+    http.merge_patch(
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &json!({"metadata": {"labels": {"touched": "yes"}}}),
+    )
+    .await
+    .expect(200);
+    http.merge_patch(
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .expect(200);
+    let calls = hooks.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (_, request) = &calls[0];
+    assert_eq!(request["operation"], "UPDATE");
+    assert_eq!(request["subResource"], "scale");
+    assert_eq!(
+        request["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(request["object"]["spec"]["replicas"], 3, "{request}");
+    assert_eq!(request["oldObject"]["spec"]["replicas"], 1, "{request}");
+    server.shutdown().await;
+}
