@@ -9,6 +9,7 @@
 //! [`server`] wires them together with the PKI ([`pki`]), authentication ([`authn`]) and the
 //! TLS listener.
 
+pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod controllers;

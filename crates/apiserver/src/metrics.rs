@@ -190,6 +190,24 @@ impl Metrics {
         );
     }
 
+    /// Upstream's admission webhook metrics ([`crate::admission::metrics`]).
+    pub fn register_admission(&self, webhooks: &crate::admission::WebhookMetrics) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry.register(
+            "admission_webhook_admission_duration_seconds",
+            "Admission webhook latency in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+            webhooks.duration.clone(),
+        );
+        registry.register(
+            "admission_webhook_rejection_count",
+            "Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify an error type (calling_webhook_error or apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+            webhooks.rejections.clone(),
+        );
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("apiserver");
         let requests = Family::<RequestLabels, Counter>::default();

@@ -1092,8 +1092,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .typed::<networking::v1::ServiceCIDR>()
         .status()
         .0,
-        // Admission configuration is stored and served; Finale does not call webhooks or
-        // evaluate policies yet (docs/compatibility.md).
+        // Webhook configurations are called for real (crate::admission); admission policies
+        // are stored and served but not evaluated yet (docs/compatibility.md).
         Builtin::new(
             "admissionregistration.k8s.io",
             "v1",
@@ -1103,6 +1103,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::MutatingWebhookConfiguration>()
         .generation()
+        .defaulting(crate::admission::default_mutating)
+        .validation(crate::admission::validate_mutating)
         .0,
         Builtin::new(
             "admissionregistration.k8s.io",
@@ -1113,6 +1115,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::ValidatingWebhookConfiguration>()
         .generation()
+        .defaulting(crate::admission::default_validating)
+        .validation(crate::admission::validate_validating)
         .0,
         Builtin::new(
             "admissionregistration.k8s.io",

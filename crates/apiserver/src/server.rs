@@ -373,6 +373,12 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(Metrics::new());
     metrics.register_watch_cache(&watch_cache);
     let registry = Arc::new(Registry::new(shared_store.clone(), catalog, watch_cache));
+    // Webhook configurations written through other replicas reach this one's cache by the
+    // change stream; this replica's own writes invalidate it as they commit.
+    registry
+        .webhooks()
+        .spawn_invalidation(registry.subscribe_changes(), shutdown.clone());
+    metrics.register_admission(registry.webhooks().metrics());
     registry
         .bootstrap()
         .await

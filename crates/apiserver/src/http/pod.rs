@@ -56,13 +56,15 @@ pub(super) async fn pod_subresource(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let identity = parts.extensions.get::<crate::authn::Identity>();
     let actor = Actor {
-        user: parts
-            .extensions
-            .get::<crate::authn::Identity>()
+        user: identity
             .map(|identity| identity.user.clone())
             .unwrap_or_else(|| manager_from_user_agent(Some(&user_agent))),
         user_agent,
+        uid: identity.map(|i| i.uid.clone()).unwrap_or_default(),
+        groups: identity.map(|i| i.groups.clone()).unwrap_or_default(),
+        extra: identity.map(|i| i.extra.clone()).unwrap_or_default(),
     };
     let options = WriteOptions {
         dry_run,

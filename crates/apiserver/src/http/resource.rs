@@ -572,7 +572,14 @@ impl ResourceRequest<'_> {
             Some(identity) => identity.user.clone(),
             None => manager_from_user_agent(Some(&user_agent)),
         };
-        Actor { user, user_agent }
+        let identity = self.identity;
+        Actor {
+            user,
+            user_agent,
+            uid: identity.map(|i| i.uid.clone()).unwrap_or_default(),
+            groups: identity.map(|i| i.groups.clone()).unwrap_or_default(),
+            extra: identity.map(|i| i.extra.clone()).unwrap_or_default(),
+        }
     }
 
     fn write_options(&self, body: &[u8]) -> ApiResult<WriteOptions> {

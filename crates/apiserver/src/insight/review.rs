@@ -308,6 +308,7 @@ impl<'a> Explainer<'a> {
                 }
                 reported_progress(&mut cause, object, &finalizer);
                 reported_inventory(&mut cause, object);
+                self.refused_removal(&mut cause, &uid, &finalizer);
                 causes.push(cause);
             }
             self.on_path.remove(&uid);
@@ -315,6 +316,32 @@ impl<'a> Explainer<'a> {
             causes.sort_by_key(|c| std::cmp::Reverse(c.state));
             Ok(causes)
         })
+    }
+
+    /// An admission webhook refused this finalizer's last removal
+    /// ([`crate::admission::refusals`]): the evidence names it, and a recent refusal makes
+    /// it the blocker, whatever the finalizer's controller is doing.
+    fn refused_removal(&self, cause: &mut CauseNode, uid: &str, finalizer: &str) {
+        let Some(refusal) = crate::admission::refusals::last(uid, finalizer) else {
+            return;
+        };
+        evidence(
+            cause,
+            "removalRefusedBy",
+            format!("admission webhook {:?}", refusal.webhook),
+        );
+        evidence(cause, "removalRefusedAt", refusal.at.clone());
+        evidence(cause, "removalRefusal", refusal.message.clone());
+        let age = self.now - refusal.at_time;
+        if age.to_std().unwrap_or_default() <= crate::admission::refusals::FRESH {
+            cause.state = CauseState::Stuck;
+            cause.message = format!(
+                "admission webhook {:?} refused the removal of finalizer {finalizer} {} ago: {}",
+                refusal.webhook,
+                human(age),
+                refusal.message
+            );
+        }
     }
 
     pub(crate) fn catalog(&self) -> &Catalog {

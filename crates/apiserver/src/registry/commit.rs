@@ -46,6 +46,30 @@ impl Registry {
         actor: Option<&Actor>,
         guards: Vec<Guard>,
     ) -> ApiResult<Option<WriteOutcome>> {
+        if crate::admission::Webhooks::is_configuration_key(key) {
+            // After the write, before its acknowledgement: a request that follows the
+            // acknowledgement is admitted by the configurations as they are now.
+            let outcome = self
+                .commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
+                .await;
+            self.webhooks.invalidate();
+            return outcome;
+        }
+        self.commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_guarded_inner(
+        &self,
+        resource: &ResourceType,
+        key: &str,
+        precondition: Precondition,
+        before: Option<&Value>,
+        after: Option<&Value>,
+        actor: Option<&Actor>,
+        guards: Vec<Guard>,
+    ) -> ApiResult<Option<WriteOutcome>> {
         let op = match after {
             Some(object) => WriteOp::Put {
                 key: key.as_bytes().to_vec(),
@@ -68,7 +92,7 @@ impl Registry {
         let previous = side.as_ref().and_then(|kv| provenance::decode(&kv.value));
         let server = Actor {
             user: provenance::IN_PROCESS_USER.to_string(),
-            user_agent: String::new(),
+            ..Actor::default()
         };
         let record = provenance::next(
             previous.as_ref(),

@@ -89,13 +89,63 @@ impl Registry {
         }
         set_type_meta(resource, &mut object);
         object::drop_empty_metadata_fields(&mut object);
+
+        // Admission webhooks (crate::admission). Mutating ones see the object as upstream's
+        // do, before the server fills in its identity (and, for a generated name, without
+        // one); what they change then passes the same defaulting and validation as the
+        // client's content.
+        let has_webhooks = self.webhooks.any_for(resource).await?;
+        // Built only when a webhook may be called: creates without webhooks pay nothing.
+        let (user, create_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                write_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
+        let admission_namespace = if resource.is_namespace() {
+            None
+        } else {
+            namespace.as_deref()
+        };
+        let mut webhook_warnings = Vec::new();
+        if has_webhooks {
+            let mut seen = object.clone();
+            let seen_metadata = metadata_mut(&mut seen);
+            for field in ["uid", "creationTimestamp", "generation"] {
+                seen_metadata.remove(field);
+            }
+            if name_was_generated {
+                seen_metadata.remove("name");
+            }
+            let before = seen.clone();
+            let attributes = crate::admission::Attributes {
+                resource,
+                subresource: None,
+                operation: crate::admission::Operation::Create,
+                namespace: admission_namespace,
+                name: if name_was_generated { "" } else { &name },
+                object: None,
+                old_object: None,
+                dry_run: options.dry_run,
+                options: &create_options,
+                user: &user,
+                kind_override: None,
+            };
+            webhook_warnings = self.webhooks.mutate(attributes, Some(&mut seen)).await?;
+            if seen != before {
+                object = restore_create_metadata(resource, &object, seen);
+            }
+        }
         let admission = admit::admit_content(resource, &mut object, None, options)?;
         admit::check_permissions(&self.catalog, resource, &object, None, options)?;
         errors.extend(admission.errors);
         if let Some(manager) = &options.field_manager {
             admit::record_manager(resource, None, &mut object, manager, None);
         }
-        let mut warnings = admission.warnings;
+        let mut warnings = webhook_warnings;
+        warnings.extend(admission.warnings);
         warnings.extend(
             admit::unclaimed_finalizer_warnings(
                 &self.store,
@@ -128,6 +178,24 @@ impl Registry {
             ),
             None => None,
         };
+        // Validating webhooks see the object as it will be stored, generated name included
+        // (upstream's createValidation runs after the strategy filled it in).
+        if has_webhooks {
+            let attributes = crate::admission::Attributes {
+                resource,
+                subresource: None,
+                operation: crate::admission::Operation::Create,
+                namespace: admission_namespace,
+                name: &name,
+                object: Some(&object),
+                old_object: None,
+                dry_run: options.dry_run,
+                options: &create_options,
+                user: &user,
+                kind_override: None,
+            };
+            warnings.extend(self.webhooks.validate(attributes).await?);
+        }
 
         let generated = name_was_generated;
         let mut attempts = 0;
@@ -258,6 +326,53 @@ impl Registry {
             mod_revision: kv.mod_revision,
         })
     }
+}
+
+/// The object a create stores after mutating webhooks changed `mutated`: the server's
+/// identity and deletion fields as the create set them (a webhook cannot change them, as
+/// upstream's strategy sets them after admission), then the kind's create-time rules and
+/// defaults again, as upstream decodes and defaults a patched object.
+fn restore_create_metadata(resource: &ResourceType, original: &Value, mut mutated: Value) -> Value {
+    let original_meta = object::metadata(original).cloned().unwrap_or_default();
+    if !mutated.is_object() {
+        return original.clone();
+    }
+    let metadata = metadata_mut(&mut mutated);
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "generation",
+    ] {
+        match original_meta.get(field) {
+            Some(value) => metadata.insert(field.into(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "resourceVersion",
+    ] {
+        metadata.remove(field);
+    }
+    if resource.status_subresource
+        && !resource.group.is_empty()
+        && let Some(map) = mutated.as_object_mut()
+    {
+        map.remove("status");
+    }
+    if let Some(hook) = resource.defaulting {
+        hook(&mut mutated);
+    }
+    if let Some(hook) = resource.write_defaults {
+        hook(&mut mutated);
+    }
+    set_type_meta(resource, &mut mutated);
+    object::drop_empty_metadata_fields(&mut mutated);
+    mutated
 }
 
 #[cfg(test)]

@@ -13,6 +13,20 @@ impl Registry {
         name: &str,
         options: &DeleteOptions,
     ) -> ApiResult<DeleteResult> {
+        self.delete_one(resource, namespace, name, options, false)
+            .await
+    }
+
+    /// [`Registry::delete`]; `in_collection` for the items of a DELETECOLLECTION, whose
+    /// admission requests name no object, as upstream's do.
+    async fn delete_one(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+        in_collection: bool,
+    ) -> ApiResult<DeleteResult> {
         validate_delete_options(options)?;
         let is_namespace = resource.is_namespace();
         // N3: the namespaces the system lives in cannot be deleted.
@@ -26,11 +40,21 @@ impl Registry {
                 ..Details::default()
             }));
         }
-        let warnings = job_orphan_warning(resource, options);
+        let orphan_warnings = job_orphan_warning(resource, options);
         let key = resource.object_key(namespace, name);
+        let has_webhooks = self.webhooks.any_for(resource).await?;
+        let (user, delete_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                delete_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
         let mut attempts = 0;
         loop {
             attempts += 1;
+            let mut warnings = orphan_warnings.clone();
             // D1
             let (kv, _) = self.store.get(key.as_bytes()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
@@ -65,6 +89,25 @@ impl Registry {
                     then_remove,
                 } => (Some(object), then_remove),
             };
+            // Admission webhooks on DELETE see the stored object as oldObject, once per
+            // attempt that may write, as upstream's deleteValidation is called.
+            if has_webhooks {
+                let attributes = crate::admission::Attributes {
+                    resource,
+                    subresource: None,
+                    operation: crate::admission::Operation::Delete,
+                    namespace: if is_namespace { Some(name) } else { namespace },
+                    name: if in_collection { "" } else { name },
+                    object: None,
+                    old_object: Some(&stored),
+                    dry_run: options.dry_run,
+                    options: &delete_options,
+                    user: &user,
+                    kind_override: None,
+                };
+                warnings.extend(self.webhooks.mutate(attributes, None).await?);
+                warnings.extend(self.webhooks.validate(attributes).await?);
+            }
 
             let mut last = stored.clone();
             let mut revision = kv.mod_revision;
@@ -203,11 +246,12 @@ impl Registry {
             let name = object::name(item).to_string();
             let item_namespace = object::meta_str(item, "namespace").map(str::to_string);
             pending.push(async move {
-                self.delete(
+                self.delete_one(
                     resource,
                     item_namespace.as_deref().or(namespace),
                     &name,
                     options,
+                    true,
                 )
                 .await
             });

@@ -196,6 +196,8 @@ pub struct Registry {
     /// own identity (`system:serviceaccount:kube-system:generic-garbage-collector`), so that
     /// finalizer provenance and the audit log name it. None: [`provenance::IN_PROCESS_USER`].
     default_actor: Option<Arc<Actor>>,
+    /// The admission webhooks every write passes (shared by every clone of the registry).
+    webhooks: Arc<crate::admission::Webhooks>,
 }
 
 /// The stored form of an object: JSON without `resourceVersion`, which is the key's
@@ -297,13 +299,29 @@ fn generated_name(prefix: &str) -> String {
 
 impl Registry {
     pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, watch_cache: Arc<WatchCache>) -> Self {
+        let webhooks = Arc::new(crate::admission::Webhooks::new(
+            Arc::clone(&store),
+            Arc::clone(&catalog),
+        ));
         Registry {
             store,
             catalog,
             watch_cache,
             fence: None,
             default_actor: None,
+            webhooks,
         }
+    }
+
+    /// The admission webhooks this registry's writes pass ([`crate::admission`]).
+    pub fn webhooks(&self) -> &Arc<crate::admission::Webhooks> {
+        &self.webhooks
+    }
+
+    /// The `userInfo` admission webhooks are told of for a write by `actor` (or, naming no
+    /// one, by this registry's default actor).
+    fn admission_user(&self, actor: Option<&Actor>) -> Value {
+        crate::admission::user_info(actor.or(self.default_actor()))
     }
 
     /// The same registry, whose writes commit only while `fence`'s Lease is held by this
@@ -321,7 +339,7 @@ impl Registry {
         Registry {
             default_actor: Some(Arc::new(Actor {
                 user: user.to_string(),
-                user_agent: String::new(),
+                ..Actor::default()
             })),
             ..self.clone()
         }
@@ -366,6 +384,47 @@ impl Registry {
         }
         Ok(())
     }
+}
+
+/// `CreateOptions`/`UpdateOptions` as admission webhooks get them (type meta added there).
+fn write_options_json(options: &WriteOptions) -> Value {
+    let mut out = serde_json::Map::new();
+    if options.dry_run {
+        out.insert("dryRun".into(), json!(["All"]));
+    }
+    if let Some(manager) = options.field_manager.as_deref().filter(|m| !m.is_empty()) {
+        out.insert("fieldManager".into(), json!(manager));
+    }
+    Value::Object(out)
+}
+
+/// `DeleteOptions` as admission webhooks get them.
+fn delete_options_json(options: &DeleteOptions) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(grace) = options.grace_period_seconds {
+        out.insert("gracePeriodSeconds".into(), json!(grace));
+    }
+    if let Some(policy) = &options.propagation_policy {
+        out.insert("propagationPolicy".into(), json!(policy));
+    }
+    if let Some(orphan) = options.orphan_dependents {
+        out.insert("orphanDependents".into(), json!(orphan));
+    }
+    let preconditions = &options.preconditions;
+    if preconditions.uid.is_some() || preconditions.resource_version.is_some() {
+        let mut p = serde_json::Map::new();
+        if let Some(uid) = &preconditions.uid {
+            p.insert("uid".into(), json!(uid));
+        }
+        if let Some(rv) = &preconditions.resource_version {
+            p.insert("resourceVersion".into(), json!(rv));
+        }
+        out.insert("preconditions".into(), Value::Object(p));
+    }
+    if options.dry_run {
+        out.insert("dryRun".into(), json!(["All"]));
+    }
+    Value::Object(out)
 }
 
 /// Applies a patch body of `format` to `target`: 400 for a malformed patch, 422 for one that

@@ -41,6 +41,11 @@ pub const IN_PROCESS_USER: &str = "system:apiserver";
 pub struct Actor {
     pub user: String,
     pub user_agent: String,
+    /// The rest of the authenticated identity, for admission webhooks' `userInfo`; empty
+    /// when the writer is the server itself or a test.
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Who added one finalizer, and when.
@@ -149,6 +154,7 @@ mod tests {
         Actor {
             user: "alice".into(),
             user_agent: "kubectl/v1.33.0".into(),
+            ..Actor::default()
         }
     }
 
@@ -167,6 +173,7 @@ mod tests {
         let bob = Actor {
             user: "bob".into(),
             user_agent: String::new(),
+            ..Actor::default()
         };
         let second = next(
             Some(&first),

@@ -59,6 +59,32 @@ impl Registry {
             validate_field_manager(manager)?;
         }
         let key = resource.object_key(namespace, name);
+        // A Pod's binding is upstream's CREATE of a Binding object, which Finale does not
+        // model: webhooks are not called for it (docs/compatibility.md).
+        let has_webhooks =
+            subresource != Subresource::Binding && self.webhooks.any_for(resource).await?;
+        let (user, update_options) = if has_webhooks {
+            (
+                self.admission_user(options.actor.as_ref()),
+                write_options_json(options),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
+        let admission = WebhookRequest {
+            resource,
+            subresource,
+            // Upstream's attributes name a Namespace's own name as its namespace on updates.
+            namespace: if resource.is_namespace() {
+                Some(name)
+            } else {
+                namespace
+            },
+            name,
+            dry_run: options.dry_run,
+            options: &update_options,
+            user: &user,
+        };
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -68,16 +94,24 @@ impl Registry {
                 return Err(ApiError::stale_resource_version(target(resource, name)));
             }
             let current = decode_as(resource, &kv)?;
-            let requested = mutate(&current)?;
+            let mut requested = mutate(&current)?;
             if !requested.is_object() {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
             }
             check_type_meta(resource, &requested)?;
+            // Mutating webhooks change the requested object before the update's rules apply,
+            // as upstream's do, so that those rules restore what a webhook may not change.
+            let webhook_warnings = if has_webhooks {
+                self.mutate_update(&admission, &current, &mut requested)
+                    .await?
+            } else {
+                Vec::new()
+            };
             let mut candidate = prepare_update(resource, &current, requested, subresource)?;
-            let admission =
-                admit::admit_content(resource, &mut candidate, Some(&current), options)?;
+            let content = admit::admit_content(resource, &mut candidate, Some(&current), options)?;
             admit::check_permissions(&self.catalog, resource, &candidate, Some(&current), options)?;
-            let mut warnings = admission.warnings;
+            let mut warnings = webhook_warnings;
+            warnings.extend(content.warnings);
             warnings.extend(
                 admit::unclaimed_finalizer_warnings(
                     &self.store,
@@ -88,7 +122,7 @@ impl Registry {
                 )
                 .await,
             );
-            let mut errors = admission.errors;
+            let mut errors = content.errors;
             errors.extend(validate_object(resource, &candidate, namespace));
             if !errors.is_empty() {
                 return Err(ApiError::invalid(
@@ -97,6 +131,15 @@ impl Registry {
                     name,
                     &errors,
                 ));
+            }
+            // Validating webhooks see the object as it would be stored (upstream's
+            // updateValidation), before a finalizer removal completes a deletion (U7): a
+            // webhook can refuse that removal.
+            if has_webhooks {
+                warnings.extend(
+                    self.validate_update(&admission, &current, &candidate)
+                        .await?,
+                );
             }
 
             // U7: the last finalizer of a terminating object is gone, so the update
@@ -338,6 +381,93 @@ impl Registry {
             }
         }
         Err(ApiError::stale_resource_version(target(resource, name)))
+    }
+}
+
+/// What admission webhooks are told of an update, the same for every attempt.
+pub(super) struct WebhookRequest<'a> {
+    resource: &'a ResourceType,
+    subresource: Subresource,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    dry_run: bool,
+    options: &'a Value,
+    user: &'a Value,
+}
+
+impl WebhookRequest<'_> {
+    fn attributes<'b>(
+        &'b self,
+        object: Option<&'b Value>,
+        old_object: Option<&'b Value>,
+    ) -> crate::admission::Attributes<'b> {
+        crate::admission::Attributes {
+            resource: self.resource,
+            subresource: self.subresource.name(),
+            operation: crate::admission::Operation::Update,
+            namespace: self.namespace,
+            name: self.name,
+            object,
+            old_object,
+            dry_run: self.dry_run,
+            options: self.options,
+            user: self.user,
+            // Upstream sends the scale subresource's objects as autoscaling/v1 Scales.
+            kind_override: (self.subresource == Subresource::Scale).then_some((
+                "autoscaling",
+                "v1",
+                "Scale",
+            )),
+        }
+    }
+}
+
+impl Registry {
+    /// Mutating webhooks on an update's requested object; for `/scale`, on its Scale view,
+    /// whose replica count then goes back into the object.
+    async fn mutate_update(
+        &self,
+        request: &WebhookRequest<'_>,
+        current: &Value,
+        requested: &mut Value,
+    ) -> ApiResult<Vec<String>> {
+        if request.subresource == Subresource::Scale {
+            let old_view = crate::scale::to_scale(request.resource, current)?;
+            let mut view = crate::scale::to_scale(request.resource, requested)?;
+            let before = view.clone();
+            let warnings = self
+                .webhooks
+                .mutate(request.attributes(None, Some(&old_view)), Some(&mut view))
+                .await?;
+            if view != before {
+                let replicas = crate::scale::requested_replicas(&view)?;
+                crate::scale::set_replicas(request.resource, requested, replicas)?;
+            }
+            return Ok(warnings);
+        }
+        self.webhooks
+            .mutate(request.attributes(None, Some(current)), Some(requested))
+            .await
+    }
+
+    /// Validating webhooks on the object an update would store.
+    async fn validate_update(
+        &self,
+        request: &WebhookRequest<'_>,
+        current: &Value,
+        candidate: &Value,
+    ) -> ApiResult<Vec<String>> {
+        if request.subresource == Subresource::Scale {
+            let old_view = crate::scale::to_scale(request.resource, current)?;
+            let view = crate::scale::to_scale(request.resource, candidate)?;
+            return self
+                .webhooks
+                .validate(request.attributes(Some(&view), Some(&old_view)))
+                .await;
+        }
+        self.webhooks
+            .validate(request.attributes(Some(candidate), Some(current)))
+            .await
     }
 }
 

@@ -1,0 +1,852 @@
+//! Admission webhooks for real: a test webhook server on 127.0.0.1 with its own CA (rcgen),
+//! serving HTTPS with tokio-rustls, reached by URL and by Service reference (a Service and its
+//! Endpoints pointing at the loopback port). The server records every `AdmissionReview` it
+//! gets, so "not called" is proved by the record after a later request that is called.
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::raw::Http;
+use common::{TestServer, WAIT, config_map, expect_api_error, within};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// What the test webhook server saw: the path and the review's `request`, in call order.
+type Calls = Arc<Mutex<Vec<(String, Value)>>>;
+
+struct WebhookServer {
+    port: u16,
+    ca_pem: String,
+    calls: Calls,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WebhookServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WebhookServer {
+    /// The base64 `caBundle` of this server's CA.
+    fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn calls(&self) -> Vec<(String, Value)> {
+        self.calls.lock().expect("calls lock").clone()
+    }
+
+    /// The names in the requests sent to `path`, in order.
+    fn names_at(&self, path: &str) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, request)| {
+                let name = request["name"].as_str().unwrap_or_default();
+                if name.is_empty() {
+                    request["object"]["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                } else {
+                    name.to_string()
+                }
+            })
+            .collect()
+    }
+
+    async fn start() -> WebhookServer {
+        // A CA of its own, and a serving certificate for the loopback address and the
+        // Service name the API server verifies (`webhook.hooks.svc`).
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca_params = CertificateParams::new(Vec::new()).expect("CA params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "webhook test CA");
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
+        let issuer = Issuer::from_params(&ca_params, &ca_key);
+        let server_key = KeyPair::generate().expect("server key");
+        let mut server_params =
+            CertificateParams::new(vec!["webhook.hooks.svc".to_string()]).expect("params");
+        server_params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().expect("IP")));
+        let server_cert = server_params
+            .signed_by(&server_key, &issuer)
+            .expect("server certificate");
+
+        let certs = vec![server_cert.der().clone()];
+        let key = rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der())
+            .expect("server key DER");
+        let mut tls = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("TLS config");
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let calls: Calls = Arc::default();
+        let recorded = Arc::clone(&calls);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                let calls = Arc::clone(&recorded);
+                tokio::spawn(async move {
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |request| {
+                        let calls = Arc::clone(&calls);
+                        async move { Ok::<_, Infallible>(answer(request, calls).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        WebhookServer {
+            port,
+            ca_pem: ca_cert.pem(),
+            calls,
+            task,
+        }
+    }
+}
+
+/// The test webhook's behaviour, by path.
+async fn answer(
+    request: hyper::Request<hyper::body::Incoming>,
+    calls: Calls,
+) -> hyper::Response<Full<Bytes>> {
+    let path = request.uri().path().to_string();
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request = review["request"].clone();
+    calls
+        .lock()
+        .expect("calls lock")
+        .push((path.clone(), request.clone()));
+    let uid = request["uid"].clone();
+    let labels = request["object"]["metadata"]["labels"].clone();
+    let patch = |ops: Vec<Value>| {
+        base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&ops).unwrap_or_default())
+    };
+    let add_label = |key: &str, value: &str| {
+        if labels.is_object() {
+            json!({"op": "add", "path": format!("/metadata/labels/{key}"), "value": value})
+        } else {
+            json!({"op": "add", "path": "/metadata/labels", "value": {key: value}})
+        }
+    };
+    let response = match path.as_str() {
+        "/deny" => json!({"uid": uid, "allowed": false,
+            "status": {"code": 403, "reason": "Forbidden", "message": "no thanks"}}),
+        "/warn" => json!({"uid": uid, "allowed": true, "warnings": ["webhook says hi"]}),
+        "/sleep" => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            json!({"uid": uid, "allowed": true})
+        }
+        // Mutating, reinvocable: adds `a`; once `b` is there too, records that it saw it.
+        "/add-a" => {
+            let op = if labels.get("a").is_none() {
+                add_label("a", "1")
+            } else if labels.get("b").is_some() {
+                add_label("a-saw-b", "true")
+            } else {
+                return respond(json!({"uid": uid, "allowed": true}));
+            };
+            json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch(vec![op])})
+        }
+        "/add-b" => {
+            json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+                "patch": patch(vec![add_label("b", "1")])})
+        }
+        // Allows and is recorded: the selector tests' witness.
+        _ => json!({"uid": uid, "allowed": true}),
+    };
+    respond(response)
+}
+
+fn respond(response: Value) -> hyper::Response<Full<Bytes>> {
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+    hyper::Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(&review).unwrap_or_default(),
+        )))
+        .unwrap_or_default()
+}
+
+/// One webhook entry.
+fn webhook(name: &str, client_config: Value, rules: Value) -> Value {
+    json!({
+        "name": name,
+        "clientConfig": client_config,
+        "rules": rules,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    })
+}
+
+fn configmap_rules(operations: &[&str]) -> Value {
+    json!([{"operations": operations, "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}])
+}
+
+async fn create_configuration(http: &Http, kind: &str, name: &str, webhooks: Vec<Value>) {
+    let plural = match kind {
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
+        _ => "validatingwebhookconfigurations",
+    };
+    http.post(
+        &format!("/apis/admissionregistration.k8s.io/v1/{plural}"),
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name}, "webhooks": webhooks}),
+    )
+    .await
+    .expect(201);
+}
+
+fn cm_body(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validating_webhook_denies_a_create_and_nothing_is_stored() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let client_config = json!({"url": hooks.url("/deny"), "caBundle": hooks.ca_bundle()});
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "deny",
+        vec![webhook(
+            "deny.example.com",
+            client_config,
+            configmap_rules(&["CREATE"]),
+        )],
+    )
+    .await;
+
+    // kube-rs sees upstream's Status: the webhook's code and reason, the prefixed message.
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client.clone());
+    let status = expect_api_error(
+        within(
+            WAIT,
+            api.create(&PostParams::default(), &config_map("refused", &[])),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    assert_eq!(
+        status.message,
+        "admission webhook \"deny.example.com\" denied the request: no thanks"
+    );
+    http.get("/api/v1/namespaces/default/configmaps/refused")
+        .await
+        .expect_failure(404, "NotFound");
+
+    // The review as upstream builds it.
+    let calls = hooks.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (path, request) = &calls[0];
+    assert_eq!(path, "/deny");
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(
+        request["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(request["namespace"], "default");
+    assert_eq!(request["name"], "refused");
+    assert_eq!(request["dryRun"], false);
+    assert_eq!(request["options"]["kind"], "CreateOptions");
+    assert_eq!(request["object"]["metadata"]["name"], "refused");
+    assert!(request["oldObject"].is_null(), "{request}");
+    assert!(
+        request["userInfo"]["username"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{request}"
+    );
+
+    // Other operations and kinds are not the webhook's.
+    http.post(
+        "/api/v1/namespaces/default/secrets",
+        &json!({"metadata": {"name": "s"}}),
+    )
+    .await
+    .expect(201);
+    assert_eq!(hooks.calls().len(), 1);
+
+    // Upstream's metrics count the rejection.
+    let metrics = http.get("/metrics").await.expect(200);
+    let text = metrics.as_str().unwrap_or_default();
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("apiserver_admission_webhook_rejection_count{")
+                && l.contains("name=\"deny.example.com\"")
+                && l.contains("error_type=\"no_error\"")
+                && l.contains("rejection_code=\"403\"")
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("apiserver_admission_webhook_admission_duration_seconds_bucket{"),
+        "{text}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhook_adds_labels_and_is_reinvoked_if_needed() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    // `a` is reached by Service reference: a Service in `hooks` whose Endpoints name the
+    // loopback port; TLS verifies `webhook.hooks.svc`.
+    http.post(
+        "/api/v1/namespaces",
+        &json!({"metadata": {"name": "hooks"}}),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/hooks/services",
+        &json!({"metadata": {"name": "webhook"}, "spec": {"ports": [{"port": 443, "targetPort": 9443}]}}),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/hooks/endpoints",
+        &json!({"metadata": {"name": "webhook"}, "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": hooks.port}]}]}),
+    )
+    .await
+    .expect(201);
+    let mut first = webhook(
+        "add-a.example.com",
+        json!({"service": {"namespace": "hooks", "name": "webhook", "path": "/add-a"}, "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE"]),
+    );
+    first["reinvocationPolicy"] = json!("IfNeeded");
+    create_configuration(
+        &http,
+        "MutatingWebhookConfiguration",
+        "a-first",
+        vec![first],
+    )
+    .await;
+    let second = webhook(
+        "add-b.example.com",
+        json!({"url": hooks.url("/add-b"), "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE"]),
+    );
+    create_configuration(
+        &http,
+        "MutatingWebhookConfiguration",
+        "b-second",
+        vec![second],
+    )
+    .await;
+
+    let created = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("mutated", json!({"own": "x"})),
+        )
+        .await
+        .expect(201);
+    let stored = http
+        .get("/api/v1/namespaces/default/configmaps/mutated")
+        .await
+        .expect(200);
+    for object in [&created, &stored] {
+        let labels = &object["metadata"]["labels"];
+        assert_eq!(labels["own"], "x", "{object}");
+        assert_eq!(labels["a"], "1", "{object}");
+        assert_eq!(labels["b"], "1", "{object}");
+        // `a` ran again after `b` changed the object, and saw `b`'s label.
+        assert_eq!(labels["a-saw-b"], "true", "{object}");
+    }
+    let order: Vec<String> = hooks.calls().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(order, vec!["/add-a", "/add-b", "/add-a"]);
+    // The server kept its own identity fields whatever the webhooks saw.
+    assert!(
+        stored["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_is_sent_to_a_webhook_that_denies_it_and_the_object_stays() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    http.post(
+        "/api/v1/namespaces/default/configmaps",
+        &cm_body("kept", json!({})),
+    )
+    .await
+    .expect(201);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "no-deletes",
+        vec![webhook(
+            "no-deletes.example.com",
+            json!({"url": hooks.url("/deny"), "caBundle": hooks.ca_bundle()}),
+            configmap_rules(&["DELETE"]),
+        )],
+    )
+    .await;
+    let refused = http
+        .delete("/api/v1/namespaces/default/configmaps/kept")
+        .await
+        .expect_failure(403, "Forbidden");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"no-deletes.example.com\" denied the request: no thanks"
+    );
+    http.get("/api/v1/namespaces/default/configmaps/kept")
+        .await
+        .expect(200);
+    let (_, request) = hooks.calls().pop().expect("the webhook was called");
+    assert_eq!(request["operation"], "DELETE");
+    assert_eq!(request["name"], "kept");
+    assert!(request["object"].is_null(), "{request}");
+    assert_eq!(request["oldObject"]["metadata"]["name"], "kept");
+    assert_eq!(request["options"]["kind"], "DeleteOptions");
+
+    // DELETECOLLECTION asks per item, naming none (as upstream), and keeps them too.
+    http.delete("/api/v1/namespaces/default/configmaps")
+        .await
+        .expect_failure(403, "Forbidden");
+    http.get("/api/v1/namespaces/default/configmaps/kept")
+        .await
+        .expect(200);
+    let (_, request) = hooks.calls().pop().expect("called for the collection");
+    assert_eq!(request["name"], "");
+    assert_eq!(request["oldObject"]["metadata"]["name"], "kept");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validating_webhook_can_refuse_a_finalizer_removal() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    http.post(
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .await
+    .expect(201);
+    http.delete("/api/v1/namespaces/default/configmaps/held")
+        .await
+        .expect(200);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "guard",
+        vec![webhook(
+            "guard.example.com",
+            json!({"url": hooks.url("/deny"), "caBundle": hooks.ca_bundle()}),
+            configmap_rules(&["UPDATE"]),
+        )],
+    )
+    .await;
+    http.merge_patch(
+        "/api/v1/namespaces/default/configmaps/held",
+        &json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .expect_failure(403, "Forbidden");
+    let still = http
+        .get("/api/v1/namespaces/default/configmaps/held")
+        .await
+        .expect(200);
+    assert_eq!(still["metadata"]["finalizers"], json!(["example.com/hold"]));
+    let (_, request) = hooks.calls().pop().expect("called for the update");
+    assert_eq!(request["operation"], "UPDATE");
+    assert_eq!(
+        request["oldObject"]["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+
+    // The deletion explanation names the webhook as what keeps the finalizer.
+    let review = http
+        .post(
+            "/apis/deletion.finale.dev/v1alpha1/deletionreviews",
+            &json!({"apiVersion": "deletion.finale.dev/v1alpha1", "kind": "DeletionReview",
+                "spec": {"target": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "held"}}}),
+        )
+        .await
+        .expect(201);
+    let status = &review["status"];
+    assert_eq!(status["verdict"], "Stuck", "{status:#}");
+    let cause = &status["causes"][0];
+    assert_eq!(cause["state"], "Stuck", "{status:#}");
+    assert_eq!(
+        cause["evidence"]["removalRefusedBy"], "admission webhook \"guard.example.com\"",
+        "{status:#}"
+    );
+    assert!(
+        cause["message"].as_str().is_some_and(|m| m.starts_with(
+            "admission webhook \"guard.example.com\" refused the removal of finalizer example.com/hold"
+        )),
+        "{status:#}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_is_down_fails_closed_or_open_by_its_failure_policy() {
+    // A port nothing listens on.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let url = format!("https://127.0.0.1:{port}/down");
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "down",
+        vec![webhook(
+            "down.example.com",
+            json!({"url": url}),
+            configmap_rules(&["CREATE"]),
+        )],
+    )
+    .await;
+    let refused = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("blocked", json!({})),
+        )
+        .await
+        .expect_failure(500, "InternalError");
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"down.example.com\": failed to call webhook: Post \"{url}?timeout=10s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        )
+    );
+    http.get("/api/v1/namespaces/default/configmaps/blocked")
+        .await
+        .expect_failure(404, "NotFound");
+
+    // The same webhook with failurePolicy Ignore: the write goes through, at once.
+    let path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/down";
+    http.json_patch(
+        path,
+        &json!([{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]),
+    )
+    .await
+    .expect(200);
+    http.post(
+        "/api/v1/namespaces/default/configmaps",
+        &cm_body("through", json!({})),
+    )
+    .await
+    .expect(201);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_seconds_is_honoured() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let mut slow = webhook(
+        "slow.example.com",
+        json!({"url": hooks.url("/sleep"), "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE"]),
+    );
+    slow["timeoutSeconds"] = json!(1);
+    create_configuration(&http, "ValidatingWebhookConfiguration", "slow", vec![slow]).await;
+    let started = Instant::now();
+    let refused = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("late", json!({})),
+        )
+        .await
+        .expect_failure(500, "InternalError");
+    let elapsed = started.elapsed();
+    // The webhook sleeps 5 s; the call is abandoned after 1 s.
+    assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"slow.example.com\": failed to call webhook: Post \"{}?timeout=1s\": context deadline exceeded",
+            hooks.url("/sleep")
+        )
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_and_object_selectors_decide_which_requests_are_sent() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    for (name, labels) in [("team-a", json!({"team": "a"})), ("team-b", json!({}))] {
+        http.post(
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": name, "labels": labels}}),
+        )
+        .await
+        .expect(201);
+    }
+    let mut by_namespace = webhook(
+        "by-namespace.example.com",
+        json!({"url": hooks.url("/by-namespace"), "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE"]),
+    );
+    by_namespace["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+    let mut by_object = webhook(
+        "by-object.example.com",
+        json!({"url": hooks.url("/by-object"), "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE", "UPDATE"]),
+    );
+    by_object["objectSelector"] =
+        json!({"matchExpressions": [{"key": "watched", "operator": "In", "values": ["yes"]}]});
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "selectors",
+        vec![by_namespace, by_object],
+    )
+    .await;
+
+    // Not matched first, then the sentinel that is: the record then proves the first
+    // request was never sent.
+    http.post(
+        "/api/v1/namespaces/team-b/configmaps",
+        &cm_body("in-b", json!({})),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/team-a/configmaps",
+        &cm_body("in-a", json!({})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(hooks.names_at("/by-namespace"), vec!["in-a"]);
+
+    http.post(
+        "/api/v1/namespaces/team-b/configmaps",
+        &cm_body("plain", json!({"watched": "no"})),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/team-b/configmaps",
+        &cm_body("watched", json!({"watched": "yes"})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(hooks.names_at("/by-object"), vec!["watched"]);
+
+    // An update matches when the old object's labels do, even if the new one's do not.
+    http.merge_patch(
+        "/api/v1/namespaces/team-b/configmaps/watched",
+        &json!({"metadata": {"labels": {"watched": "no"}}}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(hooks.names_at("/by-object"), vec!["watched", "watched"]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_is_sent_only_to_webhooks_without_side_effects() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    // v1 refuses webhooks with side effects, as upstream does since v1beta1 went.
+    let mut unsafe_hook = webhook(
+        "unsafe.example.com",
+        json!({"url": hooks.url("/unsafe"), "caBundle": hooks.ca_bundle()}),
+        configmap_rules(&["CREATE"]),
+    );
+    unsafe_hook["sideEffects"] = json!("Unknown");
+    let refused = http
+        .post(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            &json!({"metadata": {"name": "unsafe"}, "webhooks": [unsafe_hook]}),
+        )
+        .await
+        .expect_failure(422, "Invalid");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("webhooks[0].sideEffects")),
+        "{refused}"
+    );
+
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "safe",
+        vec![webhook(
+            "safe.example.com",
+            json!({"url": hooks.url("/safe"), "caBundle": hooks.ca_bundle()}),
+            configmap_rules(&["CREATE"]),
+        )],
+    )
+    .await;
+    http.post(
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        &cm_body("dry", json!({})),
+    )
+    .await
+    .expect(201);
+    http.get("/api/v1/namespaces/default/configmaps/dry")
+        .await
+        .expect_failure(404, "NotFound");
+    let (path, request) = hooks.calls().pop().expect("the safe webhook was called");
+    assert_eq!(path, "/safe");
+    assert_eq!(request["dryRun"], true);
+    assert_eq!(request["options"]["dryRun"], json!(["All"]));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_from_webhooks_reach_the_client() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "warn",
+        vec![webhook(
+            "warn.example.com",
+            json!({"url": hooks.url("/warn"), "caBundle": hooks.ca_bundle()}),
+            configmap_rules(&["CREATE"]),
+        )],
+    )
+    .await;
+    let reply = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("warned", json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(
+        reply.warnings,
+        vec!["299 - \"webhook says hi\"".to_string()]
+    );
+
+    // A configuration's deletion takes effect on the next request.
+    http.delete("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/warn")
+        .await
+        .expect(200);
+    let reply = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("quiet", json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subresource_rules_see_the_scale_subresource_as_a_scale() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    http.post(
+        "/apis/apps/v1/namespaces/default/deployments",
+        &json!({"metadata": {"name": "web"}, "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await
+    .expect(201);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "scale",
+        vec![webhook(
+            "scale.example.com",
+            json!({"url": hooks.url("/scale"), "caBundle": hooks.ca_bundle()}),
+            json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "resources": ["deployments/scale"]}]),
+        )],
+    )
+    .await;
+    // The main resource is not `deployments/scale`: not sent (proved by the scale that is).
+    http.merge_patch(
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &json!({"metadata": {"labels": {"touched": "yes"}}}),
+    )
+    .await
+    .expect(200);
+    http.merge_patch(
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .expect(200);
+    let calls = hooks.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (_, request) = &calls[0];
+    assert_eq!(request["operation"], "UPDATE");
+    assert_eq!(request["subResource"], "scale");
+    assert_eq!(
+        request["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(request["object"]["spec"]["replicas"], 3, "{request}");
+    assert_eq!(request["oldObject"]["spec"]["replicas"], 1, "{request}");
+    server.shutdown().await;
+}
