@@ -124,6 +124,9 @@ enum Scenario {
     /// ConfigMap creates/s over HTTPS with 64 clients as a user under RBAC with 200 roles and
     /// bindings, against the same creates as the admin on the same server.
     RbacCreate,
+    /// ConfigMap creates/s over HTTPS with 64 clients when a validating admission webhook
+    /// matches every create, against the same on a server without webhooks.
+    WebhookCreate,
     /// Spawn to first successful request, fresh and existing data dir, against etcd.
     ColdStart,
     /// Resident memory of an idle server after a few requests, against etcd.
@@ -162,10 +165,11 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 14] = [
+    const ALL: [Scenario; 15] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::RbacCreate,
+        Scenario::WebhookCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::DeletionInsight,
@@ -184,6 +188,7 @@ impl Scenario {
             Scenario::Store => "store",
             Scenario::HttpCreate => "http-create",
             Scenario::RbacCreate => "rbac-create",
+            Scenario::WebhookCreate => "webhook-create",
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
             Scenario::NamespaceTeardown => "namespace-teardown",
@@ -204,6 +209,7 @@ impl Scenario {
             Scenario::Store => scenarios::store::run(settings, report, true).await,
             Scenario::HttpCreate => scenarios::http_create::run(settings, report).await,
             Scenario::RbacCreate => scenarios::rbac_create::run(settings, report).await,
+            Scenario::WebhookCreate => scenarios::webhook_create::run(settings, report).await,
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
             Scenario::NamespaceTeardown => {

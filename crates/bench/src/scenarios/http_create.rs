@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 
 use crate::etcd;
 use crate::finale::{client_for, cpu_seconds, locate_binary, memory_of, start_server};
-use crate::load::Worker;
+use crate::load::{LoadResult, LoadSpec, Worker};
 use crate::report::{Goal, Report};
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load, store};
 use crate::stats::median;
@@ -64,6 +64,24 @@ impl Worker for ConfigMapCreator {
     }
 }
 
+/// One load of ConfigMap creates: worker `w` creates through `clients[w]` at `url`, naming
+/// its objects `{prefix}-w{w}-{seq}` (unique per load, as `prefix` must be).
+pub(crate) async fn create_configmaps(
+    spec: &LoadSpec,
+    clients: &[reqwest::Client],
+    url: &Arc<str>,
+    prefix: &str,
+    data: &Arc<str>,
+) -> anyhow::Result<LoadResult> {
+    crate::load::run(spec, |worker| ConfigMapCreator {
+        client: clients[worker].clone(),
+        url: Arc::clone(url),
+        prefix: format!("{prefix}-w{worker}-"),
+        data: Arc::clone(data),
+    })
+    .await
+}
+
 pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
     let binary = locate_binary(settings.finale_bin.as_deref())?;
     let dir = tempfile::tempdir().context("create a temporary data directory")?;
@@ -102,13 +120,8 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
             );
             let result = match side {
                 Side::Finale => {
-                    crate::load::run(&spec, |worker| ConfigMapCreator {
-                        client: clients[worker].clone(),
-                        url: Arc::clone(&url),
-                        prefix: format!("bench-r{run}-w{worker}-"),
-                        data: Arc::clone(&data),
-                    })
-                    .await?
+                    create_configmaps(&spec, &clients, &url, &format!("bench-r{run}"), &data)
+                        .await?
                 }
                 Side::Etcd => {
                     store::measure_etcd(&etcd_client, &spec, &format!("http-r{run}")).await?

@@ -21,6 +21,7 @@ pub mod operators;
 pub mod pods;
 pub mod rbac_create;
 pub mod store;
+pub mod webhook_create;
 
 /// How much to measure, from the command line.
 #[derive(Clone, Debug)]

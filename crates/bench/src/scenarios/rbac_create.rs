@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::finale::{client_for, https_client, locate_binary};
 use crate::report::{Goal, Report};
-use crate::scenarios::http_create::ConfigMapCreator;
+use crate::scenarios::http_create::create_configmaps;
 use crate::scenarios::{LoadFigures, Settings, Side, payload, progress_load};
 
 const SCENARIO: &str = "rbac-create";
@@ -237,13 +237,8 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 Creator::AuditedServiceAccount => (&audited.user_clients, &audited.url),
             };
             let who = creator.label();
-            let result = crate::load::run(&spec, |worker| ConfigMapCreator {
-                client: clients[worker].clone(),
-                url: Arc::clone(url),
-                prefix: format!("rbac-r{run}-{}-w{worker}-", who.replace('+', "-")),
-                data: Arc::clone(&data),
-            })
-            .await?;
+            let prefix = format!("rbac-r{run}-{}", who.replace('+', "-"));
+            let result = create_configmaps(&spec, clients, url, &prefix, &data).await?;
             progress_load(
                 SCENARIO,
                 run,
