@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::object::string_list;
 use crate::selectors::{LabelSelector, selector_string};
 use crate::validation::{self, FieldError};
 
@@ -130,19 +131,6 @@ fn text<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)
 }
 
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn selector(value: Option<&Value>) -> Result<LabelSelector, String> {
     match value {
         None | Some(Value::Null) => Ok(LabelSelector::default()),
@@ -193,10 +181,10 @@ fn compile_one(
             rules
                 .iter()
                 .map(|rule| Rule {
-                    operations: strings(rule.get("operations")),
-                    groups: strings(rule.get("apiGroups")),
-                    versions: strings(rule.get("apiVersions")),
-                    resources: strings(rule.get("resources"))
+                    operations: string_list(rule.get("operations")),
+                    groups: string_list(rule.get("apiGroups")),
+                    versions: string_list(rule.get("apiVersions")),
+                    resources: string_list(rule.get("resources"))
                         .into_iter()
                         .map(|r| match r.split_once('/') {
                             Some((resource, sub)) => (resource.to_string(), Some(sub.to_string())),
@@ -232,7 +220,7 @@ fn compile_one(
         fail_open: text(webhook, "failurePolicy") == Some("Ignore"),
         timeout: Duration::from_secs(timeout as u64),
         side_effects,
-        speaks_v1: strings(webhook.get("admissionReviewVersions"))
+        speaks_v1: string_list(webhook.get("admissionReviewVersions"))
             .iter()
             .any(|v| v == "v1"),
         reinvoke_if_needed: hook_type == HookType::Mutating
@@ -344,7 +332,7 @@ fn validate_configuration(object: &Value, old: Option<&Value>, mutating: bool) -
                 errors.push(FieldError::duplicate(&format!("{path}.name"), name));
             }
         }
-        let versions = strings(webhook.get("admissionReviewVersions"));
+        let versions = string_list(webhook.get("admissionReviewVersions"));
         if versions.is_empty() {
             errors.push(FieldError::required(
                 &format!("{path}.admissionReviewVersions"),
@@ -543,7 +531,7 @@ fn validate_client_config(client: Option<&Value>, path: &str) -> Vec<FieldError>
 
 fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let operations = strings(rule.get("operations"));
+    let operations = string_list(rule.get("operations"));
     if operations.is_empty() {
         errors.push(FieldError::required(&format!("{path}.operations"), ""));
     }
@@ -565,7 +553,7 @@ fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
         ));
     }
     for field in ["apiGroups", "apiVersions", "resources"] {
-        if strings(rule.get(field)).is_empty() {
+        if string_list(rule.get(field)).is_empty() {
             errors.push(FieldError::required(&format!("{path}.{field}"), ""));
         }
     }

@@ -46,17 +46,15 @@ impl Registry {
         actor: Option<&Actor>,
         guards: Vec<Guard>,
     ) -> ApiResult<Option<WriteOutcome>> {
+        let outcome = self
+            .commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
+            .await;
         if crate::admission::Webhooks::is_configuration_key(key) {
             // After the write, before its acknowledgement: a request that follows the
             // acknowledgement is admitted by the configurations as they are now.
-            let outcome = self
-                .commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
-                .await;
             self.webhooks.invalidate();
-            return outcome;
         }
-        self.commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
-            .await
+        outcome
     }
 
     #[allow(clippy::too_many_arguments)]
