@@ -3,10 +3,12 @@
 //! `SetDefaults_*` write them into the stored object, and the cheap part of upstream's
 //! `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::match_conditions::{self, MatchConditions};
 use crate::object::string_list;
 use crate::selectors::{LabelSelector, selector_string};
 use crate::validation::{self, FieldError};
@@ -91,9 +93,8 @@ pub struct Hook {
     pub speaks_v1: bool,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke_if_needed: bool,
-    /// The webhook has `matchConditions`, which Finale cannot evaluate (no CEL): it is
-    /// called as if they matched (docs/compatibility.md).
-    pub has_match_conditions: bool,
+    /// The parsed `matchConditions`, evaluated after the rules and selectors matched.
+    pub match_conditions: Option<Arc<MatchConditions>>,
 }
 
 impl Hook {
@@ -225,10 +226,7 @@ fn compile_one(
             .any(|v| v == "v1"),
         reinvoke_if_needed: hook_type == HookType::Mutating
             && text(webhook, "reinvocationPolicy") == Some("IfNeeded"),
-        has_match_conditions: webhook
-            .get("matchConditions")
-            .and_then(Value::as_array)
-            .is_some_and(|c| !c.is_empty()),
+        match_conditions: MatchConditions::compile(webhook.get("matchConditions"))?,
     })
 }
 
@@ -411,26 +409,10 @@ fn validate_configuration(object: &Value, old: Option<&Value>, mutating: bool) -
                 ));
             }
         }
-        let mut condition_names = std::collections::HashSet::new();
-        for (c, condition) in webhook
-            .get("matchConditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let at = format!("{path}.matchConditions[{c}]");
-            match text(condition, "name").filter(|n| !n.is_empty()) {
-                None => errors.push(FieldError::required(&format!("{at}.name"), "")),
-                Some(n) if !condition_names.insert(n.to_string()) => {
-                    errors.push(FieldError::duplicate(&format!("{at}.name"), n))
-                }
-                Some(_) => {}
-            }
-            if text(condition, "expression").is_none_or(str::is_empty) {
-                errors.push(FieldError::required(&format!("{at}.expression"), ""));
-            }
-        }
+        errors.extend(match_conditions::validate(
+            webhook.get("matchConditions"),
+            &format!("{path}.matchConditions"),
+        ));
     }
     errors
 }

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::client::CallError;
 use super::config::{Hook, HookType, SideEffects};
+use super::match_conditions::Decision;
 use super::matching::{self, Invocation};
 use super::metrics::RejectionKind;
 use super::{Attributes, Webhooks};
@@ -244,8 +245,8 @@ impl Webhooks {
     }
 
     /// Whether `hook` applies to the request, and as which resource: rules and match policy,
-    /// then the namespace and object selectors (upstream's `ShouldCallHook`). A webhook with
-    /// `matchConditions` is treated as matching them (no CEL yet).
+    /// then the namespace and object selectors, then the `matchConditions` (upstream's
+    /// `ShouldCallHook`).
     async fn should_call(
         &self,
         hook: &Hook,
@@ -277,6 +278,19 @@ impl Webhooks {
         }
         if !matching::object_selector_matches(hook, attributes).map_err(internal)? {
             return Ok(None);
+        }
+        if let Some(conditions) = &hook.match_conditions {
+            // The conditions see the request as this webhook would receive it.
+            let review = review("", attributes, &invocation);
+            let request = review.get("request").unwrap_or(&Value::Null);
+            match conditions.decide(request, hook.fail_open) {
+                Decision::Call => {}
+                Decision::Skip => return Ok(None),
+                Decision::Refuse(error) => {
+                    tracing::warn!(webhook = %hook.name, %error, "failed evaluating match conditions, failing closed");
+                    return Err(match_conditions_forbidden(attributes, &error));
+                }
+            }
         }
         Ok(Some(invocation))
     }
@@ -331,6 +345,24 @@ impl Webhooks {
 }
 
 /// The `AdmissionReview` a webhook gets (upstream's `CreateV1AdmissionReview`).
+/// Upstream's 403 for match conditions that failed under `failurePolicy: Fail`:
+/// `<resource>.<group> "<name>" is forbidden: <error>`.
+fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiError {
+    let resource = attributes.resource;
+    let group_resource = if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    };
+    let message = if attributes.name.is_empty() {
+        format!("{group_resource} is forbidden: {error}")
+    } else {
+        let name = crate::validation::go_quote(attributes.name);
+        format!("{group_resource} {name} is forbidden: {error}")
+    };
+    ApiError::forbidden(message)
+}
+
 fn review(uid: &str, attributes: &Attributes<'_>, invocation: &Invocation) -> Value {
     let requested = attributes.resource;
     let (resource, object, old_object) = match invocation {
@@ -670,7 +702,7 @@ mod tests {
             side_effects: SideEffects::None,
             speaks_v1: true,
             reinvoke_if_needed: false,
-            has_match_conditions: false,
+            match_conditions: None,
         }
     }
 

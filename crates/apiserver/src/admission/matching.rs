@@ -191,7 +191,7 @@ mod tests {
             side_effects: SideEffects::None,
             speaks_v1: true,
             reinvoke_if_needed: false,
-            has_match_conditions: false,
+            match_conditions: None,
         }
     }
 

@@ -23,6 +23,9 @@
 //!   through this replica invalidates the cached set before it is acknowledged, and writes
 //!   through other replicas invalidate it when their watch event arrives.
 //! - Webhooks are never called for the admission configuration kinds themselves.
+//! - A webhook's `matchConditions` (CEL) are parsed once per configuration read and decide,
+//!   after its rules and selectors, whether it is called; one that fails to evaluate follows
+//!   the webhook's `failurePolicy` as upstream's do ([`match_conditions`]).
 //!
 //! # Assumptions
 //! - Configurations passed validation ([`config`]); a malformed one that is somehow stored
@@ -31,8 +34,8 @@
 //!   what a client could not; identity and deletion metadata are restored from the request.
 //!
 //! # Caveats
-//! - `matchConditions` are stored but not evaluated (no CEL yet): a webhook that has them is
-//!   called as if every condition matched, which errs toward calling it.
+//! - `matchConditions` are evaluated without the `authorizer` variable and without static type
+//!   checking ([`match_conditions`] lists how they differ from upstream).
 //! - Mutating webhooks on DELETE are called but their patches are refused (no object), as
 //!   upstream refuses them.
 //! - Warnings of a request that is then denied are not sent (the error carries none).
@@ -51,6 +54,7 @@ use crate::status::{ApiError, ApiResult};
 mod client;
 pub mod config;
 mod dispatch;
+pub mod match_conditions;
 pub mod matching;
 pub mod metrics;
 pub mod refusals;
@@ -245,17 +249,7 @@ impl Webhooks {
         for kv in &response.kvs {
             match serde_json::from_slice::<Value>(&kv.value) {
                 Ok(configuration) => {
-                    let compiled = config::compile(hook_type, &configuration);
-                    for hook in compiled.iter().filter(|h| h.has_match_conditions) {
-                        // Said once per reload: the operator should know the conditions
-                        // do not filter anything here.
-                        tracing::warn!(
-                            configuration = %hook.configuration,
-                            webhook = %hook.name,
-                            "matchConditions are not evaluated (no CEL): the webhook is called as if they all matched"
-                        );
-                    }
-                    hooks.extend(compiled);
+                    hooks.extend(config::compile(hook_type, &configuration));
                 }
                 Err(error) => tracing::warn!(
                     key = %String::from_utf8_lossy(&kv.key),

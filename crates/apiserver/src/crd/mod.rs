@@ -2,8 +2,11 @@
 //!
 //! - [`schema`]: the structural schema of one CRD version — pruning, defaulting and
 //!   validation of custom objects;
+//! - [`cel`]: the CEL rules (`x-kubernetes-validations`) of one CRD version, compiled with its
+//!   schema and run on every write of a custom object;
 //! - [`definition`]: checks and defaults for CRD objects themselves, and the
 //!   [`ResourceType`](crate::resources::ResourceType)s a CRD serves.
 
+pub mod cel;
 pub mod definition;
 pub mod schema;

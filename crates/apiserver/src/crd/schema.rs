@@ -18,9 +18,13 @@
 //! Facts follow Kubernetes 1.33 (apiextensions-apiserver `pkg/apiserver/schema` and
 //! `pkg/apis/apiextensions/validation`, kube-openapi `pkg/validation`).
 //!
+//! `x-kubernetes-validations` (CEL rules) are compiled with the schema by
+//! [`crate::crd::cel::CelValidator`], and [`StructuralSchema::rules`] hands them to the write
+//! path, which runs them after step 3.
+//!
 //! Caveats:
-//! - `x-kubernetes-validations` (CEL) is accepted and ignored: rules are neither compiled nor
-//!   evaluated.
+//! - CEL rules follow [`crate::crd::cel`], whose Caveats list how they differ from upstream
+//!   (no static type checking of expressions, an estimated rather than metered cost).
 //! - Upstream iterates Go maps, so the order of errors among sibling properties is random
 //!   there; here it is the sorted order of the names.
 //! - `pattern` uses the `regex` crate. Perl classes (`\d`, `\w`, `\s`, `\b`) are rewritten to
@@ -34,6 +38,7 @@ use std::sync::{Mutex, OnceLock};
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::crd::cel::CelValidator;
 use crate::patch::{ListStrategy, MapStrategy, PatchSchema};
 use crate::validation::{self, FieldError, go_quote};
 
@@ -77,12 +82,19 @@ const SUPPORTED_STRING_FORMATS: [&str; 25] = [
 #[derive(Debug)]
 pub struct StructuralSchema {
     root: Node,
+    /// Its `x-kubernetes-validations`, compiled with it (`None` without rules).
+    rules: Option<CelValidator>,
 }
 
 impl StructuralSchema {
     /// The `openAPIV3Schema` as written, which OpenAPI publishes (see [`crate::openapi`]).
     pub fn source(&self) -> &Map<String, Value> {
         &self.root.raw
+    }
+
+    /// The compiled CEL validation rules, which every write runs after [`Self::validate`].
+    pub fn rules(&self) -> Option<&CelValidator> {
+        self.rules.as_ref()
     }
 }
 
@@ -483,11 +495,12 @@ impl StructuralSchema {
             return Err(errors);
         }
         let errors = schema_errors(&root, field_root);
-        if errors.is_empty() {
-            Ok(StructuralSchema { root })
-        } else {
-            Err(errors)
+        if !errors.is_empty() {
+            return Err(errors);
         }
+        // Rules are compiled against a schema known to be structural, as upstream does.
+        let rules = CelValidator::compile(schema, field_root)?;
+        Ok(StructuralSchema { root, rules })
     }
 }
 

@@ -5,7 +5,8 @@
 //! kind has the fields of its Go type, and anything else is an unknown field. The request's
 //! `fieldValidation` decides whether unknown (and duplicate) fields are dropped silently,
 //! reported as `Warning`s, or rejected (api-surface §6.7). Custom resources also warn about
-//! finalizer names without a domain (FN4). Finally the write is recorded in
+//! finalizer names without a domain (FN4), and run their CRD's CEL rules
+//! (`x-kubernetes-validations`) last. Finally the write is recorded in
 //! `metadata.managedFields` under its field manager (api-surface §6.6).
 //!
 //! Every kind also warns about a finalizer the write adds that no `FinalizerClaim` covers
@@ -91,6 +92,18 @@ pub(super) fn admit_content(
     }
     if let Some(validate) = resource.validation {
         admission.errors.extend(validate(object, old));
+    }
+    // CEL rules run last, and not at all when the object is already invalid in a way that
+    // could mislead them (upstream `hasBlockingErr`).
+    if let Some(rules) = resource.schema.as_ref().and_then(|schema| schema.rules()) {
+        match crate::crd::cel::blocking_error(&admission.errors) {
+            Some(blocked) => admission.errors.push(blocked),
+            None => {
+                let outcome = rules.validate(object, old);
+                admission.errors.extend(outcome.errors);
+                admission.warnings.extend(outcome.warnings);
+            }
+        }
     }
     if !resource.builtin {
         admission
