@@ -850,3 +850,99 @@ async fn subresource_rules_see_the_scale_subresource_as_a_scale() {
     assert_eq!(request["oldObject"]["spec"]["replicas"], 1, "{request}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
+    let hooks = WebhookServer::start().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let client_config = |path: &str| json!({"url": hooks.url(path), "caBundle": hooks.ca_bundle()});
+
+    // A condition that does not parse is refused when the configuration is written.
+    let mut broken = webhook(
+        "broken.example.com",
+        client_config("/broken"),
+        configmap_rules(&["CREATE"]),
+    );
+    broken["matchConditions"] = json!([{"name": "bad", "expression": "object.metadata >"}]);
+    let refused = http
+        .post(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "broken"}, "webhooks": [broken]}),
+        )
+        .await
+        .expect_failure(422, "Invalid");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            "webhooks[0].matchConditions[0].expression: Invalid value: \"object.metadata >\": compilation failed: ERROR: <input>:1:"
+        ),
+        "{message}"
+    );
+
+    // Called only for ConfigMaps labelled team=a, created by the admin.
+    let mut by_condition = webhook(
+        "by-condition.example.com",
+        client_config("/by-condition"),
+        configmap_rules(&["CREATE"]),
+    );
+    by_condition["matchConditions"] = json!([
+        {"name": "team-a", "expression": "has(object.metadata.labels) && object.metadata.labels.team == 'a'"},
+        {"name": "create", "expression": "request.operation == 'CREATE' && oldObject == null"},
+    ]);
+    // Conditions that fail to evaluate (no `spec` in a ConfigMap): Ignore skips the webhook,
+    // Fail refuses the request.
+    let mut failing_open = webhook(
+        "failing-open.example.com",
+        client_config("/failing-open"),
+        configmap_rules(&["CREATE"]),
+    );
+    failing_open["matchConditions"] = json!([{"name": "spec", "expression": "object.spec.x == 1"}]);
+    failing_open["failurePolicy"] = json!("Ignore");
+    let mut failing_closed = webhook(
+        "failing-closed.example.com",
+        client_config("/failing-closed"),
+        configmap_rules(&["CREATE"]),
+    );
+    failing_closed["matchConditions"] = json!([
+        {"name": "strict", "expression": "!has(object.metadata.labels) || object.metadata.labels.strict != 'yes' || object.spec.x == 1"}
+    ]);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "conditions",
+        vec![by_condition, failing_open, failing_closed],
+    )
+    .await;
+
+    http.post(
+        "/api/v1/namespaces/default/configmaps",
+        &cm_body("team-b", json!({"team": "b"})),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/default/configmaps",
+        &cm_body("team-a", json!({"team": "a"})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(hooks.names_at("/by-condition"), vec!["team-a"]);
+    assert!(hooks.names_at("/failing-open").is_empty());
+    assert_eq!(hooks.names_at("/failing-closed"), vec!["team-b", "team-a"]);
+
+    let forbidden = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &cm_body("strict", json!({"strict": "yes"})),
+        )
+        .await
+        .expect_failure(403, "Forbidden");
+    assert_eq!(
+        forbidden["message"],
+        "configmaps \"strict\" is forbidden: expression '!has(object.metadata.labels) || object.metadata.labels.strict != 'yes' || object.spec.x == 1' resulted in error: no such key: spec"
+    );
+    server.shutdown().await;
+}

@@ -244,3 +244,53 @@ async fn a_crd_whose_rule_does_not_compile_is_refused() {
     );
     server.shutdown().await;
 }
+
+/// Runs kubectl against `server`: success, stdout, stderr.
+async fn kubectl(server: &TestServer, args: &[&str]) -> (bool, String, String) {
+    let output = within(
+        std::time::Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.running.kubeconfig)
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("run kubectl");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn kubectl_apply_shows_the_rules_message() {
+    let server = TestServer::start().await;
+    install(&server).await;
+    let manifest = |max: i32| {
+        format!(
+            "apiVersion: cel.example.com/v1\nkind: Gadget\nmetadata:\n  name: k1\n  namespace: {NAMESPACE}\n\
+             spec:\n  name: first\n  min: 3\n  max: {max}\n  size: 1\n  tier: basic\n"
+        )
+    };
+    let file = server.dir.path().join("gadget.yaml");
+    std::fs::write(&file, manifest(2)).expect("write the manifest");
+    let path = file.to_string_lossy().into_owned();
+    let (applied, stdout, stderr) = kubectl(&server, &["apply", "-f", &path]).await;
+    assert!(!applied, "the rule refuses it: {stdout}");
+    assert!(
+        stderr.contains(
+            "The Gadget \"k1\" is invalid: spec: Invalid value: \"object\": min must not exceed max"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(&file, manifest(4)).expect("write the manifest");
+    let (applied, stdout, stderr) = kubectl(&server, &["apply", "-f", &path]).await;
+    assert!(applied, "a Gadget within its rules applies: {stderr}");
+    assert!(
+        stdout.contains("gadget.cel.example.com/k1 created"),
+        "{stdout}"
+    );
+    server.shutdown().await;
+}
