@@ -889,7 +889,7 @@ async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
         configmap_rules(&["CREATE"]),
     );
     by_condition["matchConditions"] = json!([
-        {"name": "team-a", "expression": "has(object.metadata.labels) && object.metadata.labels.team == 'a'"},
+        {"name": "team-a", "expression": "has(object.metadata.labels) && has(object.metadata.labels.team) && object.metadata.labels.team == 'a'"},
         {"name": "create", "expression": "request.operation == 'CREATE' && oldObject == null"},
     ]);
     // Conditions that fail to evaluate (no `spec` in a ConfigMap): Ignore skips the webhook,
@@ -907,7 +907,7 @@ async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
         configmap_rules(&["CREATE"]),
     );
     failing_closed["matchConditions"] = json!([
-        {"name": "strict", "expression": "!has(object.metadata.labels) || object.metadata.labels.strict != 'yes' || object.spec.x == 1"}
+        {"name": "strict", "expression": "!has(object.metadata.labels) || !has(object.metadata.labels.strict) || object.spec.x == 1"}
     ]);
     create_configuration(
         &http,
@@ -942,7 +942,7 @@ async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
         .expect_failure(403, "Forbidden");
     assert_eq!(
         forbidden["message"],
-        "configmaps \"strict\" is forbidden: expression '!has(object.metadata.labels) || object.metadata.labels.strict != 'yes' || object.spec.x == 1' resulted in error: no such key: spec"
+        "configmaps \"strict\" is forbidden: expression '!has(object.metadata.labels) || !has(object.metadata.labels.strict) || object.spec.x == 1' resulted in error: no such key: spec"
     );
     server.shutdown().await;
 }

@@ -6,7 +6,7 @@
 //! - Writing a configuration refuses what upstream's validation refuses: more than 64
 //!   conditions, a missing or repeated name, a name that is not a qualified name, an empty
 //!   expression, an expression that does not parse (`compilation failed: …`) or is a literal
-//!   that is not a bool (`must evaluate to bool`).
+//!   that is not a bool (`must evaluate to bool but got string`).
 //! - Conditions are parsed once, when the configuration is read into the webhook cache.
 //! - Per request, as upstream: any condition that is `false` skips the webhook (whatever the
 //!   others did); otherwise a condition that failed to evaluate follows the webhook's
@@ -112,16 +112,21 @@ pub fn validate(conditions: Option<&Value>, path: &str) -> Vec<FieldError> {
 fn parse(expression: &str) -> Result<Program, String> {
     let program =
         Program::compile(expression).map_err(|errors| format!("compilation failed: {errors}"))?;
-    let literal_not_bool = matches!(
-        &program.expression().expr,
-        cel::common::ast::Expr::Literal(literal)
-            if !matches!(literal, cel::common::ast::LiteralValue::Boolean(_))
-    ) || matches!(
-        &program.expression().expr,
-        cel::common::ast::Expr::List(_) | cel::common::ast::Expr::Map(_)
-    );
-    if literal_not_bool {
-        return Err("must evaluate to bool".to_string());
+    // Without a type checker, only a scalar literal's type is known before it runs.
+    if let cel::common::ast::Expr::Literal(literal) = &program.expression().expr {
+        use cel::common::ast::LiteralValue;
+        let type_name = match literal {
+            LiteralValue::Boolean(_) => None,
+            LiteralValue::Int(_) => Some("int"),
+            LiteralValue::UInt(_) => Some("uint"),
+            LiteralValue::Double(_) => Some("double"),
+            LiteralValue::String(_) => Some("string"),
+            LiteralValue::Bytes(_) => Some("bytes"),
+            LiteralValue::Null => Some("null_type"),
+        };
+        if let Some(type_name) = type_name {
+            return Err(format!("must evaluate to bool but got {type_name}"));
+        }
     }
     Ok(program)
 }
@@ -302,7 +307,7 @@ mod tests {
         );
         assert_eq!(
             errors[3],
-            "webhooks[0].matchConditions[2].expression: Invalid value: \"'text'\": must evaluate to bool"
+            "webhooks[0].matchConditions[2].expression: Invalid value: \"'text'\": must evaluate to bool but got string"
         );
         assert!(
             errors[4]

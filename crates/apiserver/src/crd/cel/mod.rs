@@ -525,7 +525,7 @@ fn compile_rule(
                 errors.push(FieldError::invalid_literal(
                     &field,
                     source.go_syntax(),
-                    "must evaluate to a string",
+                    "messageExpression must evaluate to a string",
                 ));
                 failed = true;
                 None
