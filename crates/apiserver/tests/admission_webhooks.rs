@@ -944,5 +944,7 @@ async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
         forbidden["message"],
         "configmaps \"strict\" is forbidden: expression '!has(object.metadata.labels) || !has(object.metadata.labels.strict) || object.spec.x == 1' resulted in error: no such key: spec"
     );
+    assert_eq!(forbidden["details"]["kind"], "configmaps");
+    assert_eq!(forbidden["details"]["name"], "strict");
     server.shutdown().await;
 }

@@ -8,7 +8,6 @@ mod common;
 use common::{TestServer, WAIT, api_status, create_namespace, within};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::{Message, Reason, Rule};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use serde::{Deserialize, Serialize};

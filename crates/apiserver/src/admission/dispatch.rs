@@ -360,7 +360,12 @@ fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiEr
         let name = crate::validation::go_quote(attributes.name);
         format!("{group_resource} {name} is forbidden: {error}")
     };
-    ApiError::forbidden(message)
+    ApiError::forbidden(message).with_details(Details {
+        name: attributes.name.to_string(),
+        group: resource.group.clone(),
+        kind: resource.plural.clone(),
+        ..Details::default()
+    })
 }
 
 fn review(uid: &str, attributes: &Attributes<'_>, invocation: &Invocation) -> Value {

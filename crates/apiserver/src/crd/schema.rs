@@ -1026,7 +1026,8 @@ impl SchemaContext {
     }
 }
 
-/// Upstream `ValidateCustomResourceDefinitionOpenAPISchema` (without CEL).
+/// Upstream `ValidateCustomResourceDefinitionOpenAPISchema`, without its CEL part (which is
+/// [`CelValidator::compile`]).
 fn openapi_schema_errors(
     node: &Node,
     path: &str,

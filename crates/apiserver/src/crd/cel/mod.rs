@@ -1181,16 +1181,6 @@ fn object_value(
         );
         entries.insert(Key::String(Arc::new(key)), converted);
     }
-    if resource_root {
-        for name in ["apiVersion", "kind"] {
-            entries
-                .entry(Key::String(Arc::new(name.to_string())))
-                .or_insert_with(|| cel_string(""));
-        }
-        entries
-            .entry(Key::String(Arc::new("metadata".to_string())))
-            .or_insert_with(|| cel_map(HashMap::new()));
-    }
     cel_map(entries)
 }
 

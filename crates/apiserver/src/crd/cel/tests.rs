@@ -516,3 +516,65 @@ fn go_durations_parse() {
     assert_eq!(parse_go_duration("5x"), None);
     assert_eq!(parse_go_duration(""), None);
 }
+
+#[test]
+fn maps_bind_self_to_the_map_and_to_each_value_by_key() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {
+            "limits": {
+                "type": "object",
+                "x-kubernetes-validations": [{"rule": "self.all(k, k.startsWith('a'))", "message": "keys start with a"}],
+                "additionalProperties": {
+                    "type": "integer",
+                    "x-kubernetes-validations": [
+                        {"rule": "self <= 3", "message": "at most 3"},
+                        {"rule": "self >= oldSelf", "message": "may not shrink"}
+                    ]
+                }
+            },
+            "frozen": {
+                "type": "object",
+                "x-kubernetes-map-type": "atomic",
+                "additionalProperties": {
+                    "type": "integer",
+                    "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "never seen"}]
+                }
+            }
+        }}}
+    });
+    let validator = compiled(&schema);
+    let old = object(json!({"limits": {"a1": 2}, "frozen": {"x": 5}}));
+    let new = object(json!({"limits": {"a1": 1, "b-2": 4}, "frozen": {"x": 1}}));
+    assert_eq!(
+        errors_of(&validator, &new, Some(&old)),
+        vec![
+            "spec.limits: Invalid value: \"object\": keys start with a".to_string(),
+            "spec.limits[a1]: Invalid value: \"integer\": may not shrink".to_string(),
+            "spec.limits[b-2]: Invalid value: \"integer\": at most 3".to_string(),
+        ],
+        "an atomic map's values do not correlate, so its transition rule never runs"
+    );
+}
+
+#[test]
+fn an_embedded_resource_sees_only_its_name_and_generate_name() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {
+            "template": {
+                "type": "object",
+                "x-kubernetes-embedded-resource": true,
+                "x-kubernetes-preserve-unknown-fields": true,
+                "x-kubernetes-validations": [
+                    {"rule": "self.kind == 'Pod' && self.metadata.name == 'p'"},
+                    {"rule": "!has(self.metadata.labels)"}
+                ]
+            }
+        }}}
+    });
+    let validator = compiled(&schema);
+    let template =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}});
+    assert!(errors_of(&validator, &object(json!({"template": template})), None).is_empty());
+}
