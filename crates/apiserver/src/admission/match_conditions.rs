@@ -14,7 +14,8 @@
 //!   403 `<resource> "<name>" is forbidden: expression '<expr>' resulted in error: <error>`;
 //!   otherwise the webhook is called.
 //! - The variables are upstream's: `object` and `oldObject` (null when absent) as the webhook
-//!   would receive them, and `request`, the `AdmissionRequest` without its objects and uid.
+//!   would receive them, and `request`, the `AdmissionRequest` without its objects and with
+//!   an empty uid.
 //!
 //! # Assumptions
 //! - Configurations passed [`validate`] before they were stored.
@@ -168,11 +169,12 @@ impl MatchConditions {
     pub fn decide(&self, review_request: &Value, fail_open: bool) -> Decision {
         let object = review_request.get("object").unwrap_or(&Value::Null);
         let old_object = review_request.get("oldObject").unwrap_or(&Value::Null);
+        // Upstream leaves the objects out of `request` and its uid empty.
         let mut request = review_request.clone();
         if let Some(map) = request.as_object_mut() {
-            for field in ["object", "oldObject", "uid"] {
-                map.remove(field);
-            }
+            map.remove("object");
+            map.remove("oldObject");
+            map.insert("uid".to_string(), Value::from(""));
         }
         let mut errors = Vec::new();
         let decision = with_base_context(|base| {
@@ -252,6 +254,10 @@ mod tests {
                 "request.operation == 'CREATE' && oldObject == null",
             ),
             ("user", "'dev' in request.userInfo.groups"),
+            (
+                "request",
+                "request.uid == '' && !has(request.object) && request.name == 'c1'",
+            ),
         ]);
         let object = json!({"metadata": {"name": "c1", "labels": {"team": "a"}}});
         assert_eq!(matching.decide(&request(object), false), Decision::Call);

@@ -31,8 +31,8 @@
 //! `spec.dbName`, `spec.owner` and `spec.connectionSecretRef` cannot change once recorded. An
 //! edit is refused with the `Ready` condition (reason `ImmutableField`) and a Warning Event,
 //! and nothing is done for the new values; deleting the object still drops what was created.
-//! The CRD carries the same rule as CEL (`self == oldSelf`), which servers that evaluate CEL
-//! apply before the edit is stored.
+//! The CRD carries the same rule as CEL (`self == oldSelf`), which Finale and kube-apiserver
+//! apply before the edit is stored; this check covers servers that do not evaluate CEL.
 //!
 //! # Errors
 //! PostgreSQL errors are sorted ([`postgres::PgError::class`]): those a person must fix (bad
