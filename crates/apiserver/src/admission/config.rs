@@ -1,7 +1,8 @@
 //! Webhook configurations as data: `ValidatingWebhookConfiguration` and
 //! `MutatingWebhookConfiguration` objects compiled into [`Hook`]s, their defaults as upstream's
-//! `SetDefaults_*` write them into the stored object, and the cheap part of upstream's
-//! `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration`.
+//! `SetDefaults_*` write them into the stored object, and upstream's
+//! `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration` (with the
+//! `matchConditions` parsed by [`super::match_conditions`]).
 
 use std::sync::Arc;
 use std::time::Duration;

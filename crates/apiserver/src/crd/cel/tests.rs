@@ -1,5 +1,6 @@
 use serde_json::{Value, json};
 
+use super::values::parse_go_duration;
 use super::*;
 
 const ROOT: &str = "spec.versions[0].schema.openAPIV3Schema";
