@@ -1,6 +1,7 @@
-//! What every client command (`explain`, `tree`, `finalize`) starts with: the cluster found as
-//! kubectl finds it ([`finale_operator::client`]), its discovery, and TYPE/NAME resolved
-//! through it.
+//! What every client command (`explain`, `plan`, `tree`, `finalize`) starts with: the cluster
+//! found as kubectl finds it ([`finale_operator::client`]), its discovery (from kubectl's
+//! cache folder when a fresh copy is there: [`crate::discovery_cache`]), and TYPE/NAME
+//! resolved through it.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -8,7 +9,9 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use finale_apiserver::insight::api as insight;
 use finale_operator::client::{Clients, Environment, load_config};
+use kube::client::APIGroupDiscoveryList;
 
+use crate::discovery_cache::DiscoveryCache;
 use crate::explain::resolve::{Resolved, Served};
 
 /// The flags that pick the cluster and the namespace, as kubectl spells them.
@@ -24,6 +27,11 @@ pub struct ClusterArgs {
     /// kinds.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
+    /// Where discovery is cached, as kubectl's `--cache-dir` (else `$KUBECACHEDIR`, else
+    /// `~/.kube/cache`); an empty value turns the cache off.
+    // A string, not a path: clap refuses an empty path, and empty means "off".
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<String>,
 }
 
 /// `--color`.
@@ -51,7 +59,12 @@ impl ColorChoice {
 /// A connected cluster and what it serves.
 pub struct Session {
     pub clients: Clients,
-    pub served: Served,
+    served: Served,
+    /// Whether `served` was read from the server by this command (not from the cache).
+    served_fresh: bool,
+    cache: Option<DiscoveryCache>,
+    /// Where the kubeconfig came from, for messages.
+    source: String,
     /// The server's URL, for messages.
     pub cluster: String,
     pub default_namespace: String,
@@ -89,7 +102,7 @@ impl Target {
 }
 
 impl Session {
-    /// Loads the kubeconfig and reads discovery.
+    /// Loads the kubeconfig, and discovery from the cache or else the server.
     pub async fn connect(args: &ClusterArgs) -> anyhow::Result<Session> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (config, source) = load_config(
@@ -100,27 +113,76 @@ impl Session {
         .await?;
         let default_namespace = config.default_namespace.clone();
         let cluster = config.cluster_url.to_string();
+        let cache = DiscoveryCache::new(
+            args.cache_dir.as_deref().map(std::path::Path::new),
+            &cluster,
+            config.root_cert.as_deref(),
+        );
         let clients = Clients::new(config)?;
-        let served = discover(&clients.requests).await.with_context(|| {
-            format!("cannot read the API discovery of {cluster} (from {source})")
-        })?;
-        Ok(Session {
+        let mut session = Session {
             clients,
-            served,
+            served: Served::default(),
+            served_fresh: false,
+            cache,
+            source: source.to_string(),
             cluster,
             default_namespace,
             namespace: args.namespace.clone(),
-        })
+        };
+        match session
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.load(chrono::Utc::now()))
+        {
+            Some(served) => session.served = served,
+            None => session.refresh().await?,
+        }
+        Ok(session)
+    }
+
+    /// Reads discovery from the server (once per command) and caches it.
+    async fn refresh(&mut self) -> anyhow::Result<()> {
+        if self.served_fresh {
+            return Ok(());
+        }
+        let (core, named) = discover(&self.clients.requests).await.with_context(|| {
+            format!(
+                "cannot read the API discovery of {} (from {})",
+                self.cluster, self.source
+            )
+        })?;
+        if let Some(cache) = &self.cache {
+            cache.store(&core, &named);
+        }
+        self.served = Served::new(core, named);
+        self.served_fresh = true;
+        Ok(())
+    }
+
+    /// What the server serves, as it says now (the client-side walk lists every resource,
+    /// so it must not miss one a cached copy predates).
+    pub async fn served_now(&mut self) -> anyhow::Result<&Served> {
+        self.refresh().await?;
+        Ok(&self.served)
     }
 
     /// Whether the cluster serves `deletion.finale.dev` (else the client computes answers).
-    pub fn serves_insight(&self) -> bool {
-        self.served.serves_group(insight::GROUP)
+    /// A cached "no" is checked with the server: it may have been upgraded since.
+    pub async fn serves_insight(&mut self) -> anyhow::Result<bool> {
+        if !self.served.serves_group(insight::GROUP) {
+            self.refresh().await?;
+        }
+        Ok(self.served.serves_group(insight::GROUP))
     }
 
-    /// `TYPE/NAME` (or `TYPE NAME`) resolved through discovery, in the namespace asked for.
-    pub fn target(&self, target: &str, name: Option<&str>) -> anyhow::Result<Target> {
+    /// `TYPE/NAME` (or `TYPE NAME`) resolved through discovery, in the namespace asked for. A
+    /// TYPE a cached copy does not name is looked up again in fresh discovery (a CRD created
+    /// since), as kubectl does.
+    pub async fn target(&mut self, target: &str, name: Option<&str>) -> anyhow::Result<Target> {
         let (type_, name) = split_target(target, name)?;
+        if self.served.resolve(type_).is_none() {
+            self.refresh().await?;
+        }
         let resolved = self.served.resolve(type_).with_context(|| {
             format!("the server doesn't have a resource type \"{type_}\" (no resource, kind or short name of that name is served)")
         })?;
@@ -162,14 +224,14 @@ pub fn split_target<'a>(
 
 /// The core and named groups, from aggregated discovery: both requests at once, since
 /// every command waits for them before it can ask anything.
-async fn discover(client: &kube::Client) -> anyhow::Result<Served> {
+async fn discover(
+    client: &kube::Client,
+) -> anyhow::Result<(APIGroupDiscoveryList, APIGroupDiscoveryList)> {
     let (core, named) = tokio::join!(
         client.list_core_api_versions_aggregated(),
         client.list_api_groups_aggregated(),
     );
-    let core = core.context("GET /api")?;
-    let named = named.context("GET /apis")?;
-    Ok(Served::new(core, named))
+    Ok((core.context("GET /api")?, named.context("GET /apis")?))
 }
 
 #[cfg(test)]

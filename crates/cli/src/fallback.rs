@@ -59,11 +59,11 @@ pub struct ClusterCopy {
 impl ClusterCopy {
     /// Lists the cluster behind `session` and builds the copy. `command` names the command in
     /// progress and warning lines.
-    pub async fn load(session: &Session, command: &str) -> anyhow::Result<ClusterCopy> {
+    pub async fn load(session: &mut Session, command: &str) -> anyhow::Result<ClusterCopy> {
         let catalog = Catalog::default();
         let builtins = Catalog::with_builtins();
         let mut to_list = Vec::new();
-        for (resolved, preferred) in session.served.listable() {
+        for (resolved, preferred) in session.served_now().await?.listable() {
             let resource = resource_type(&builtins, &resolved);
             if preferred {
                 to_list.push((resolved, resource.clone()));

@@ -71,9 +71,9 @@ pub fn digest(uid: &str, resource_version: &str, finalizer: &str) -> String {
 
 /// Runs the command; errors are returned for `main` to print (exit 1).
 pub async fn run(args: FinalizeArgs) -> anyhow::Result<ExitCode> {
-    let session = Session::connect(&args.cluster).await?;
-    let target = session.target(&args.target, args.name.as_deref())?;
-    if !session.serves_insight() {
+    let mut session = Session::connect(&args.cluster).await?;
+    let target = session.target(&args.target, args.name.as_deref()).await?;
+    if !session.serves_insight().await? {
         bail!(
             "{} does not serve {} (FinalizerRemoval), so a finalizer cannot be removed with evidence there; find the controller that owns {} first, and remove the finalizer by hand only once you know what it was meant to clean up",
             session.cluster,

@@ -1,6 +1,7 @@
 //! The `finale` binary: thin subcommands over the Finale crates.
 
 mod cluster;
+mod discovery_cache;
 mod explain;
 mod fallback;
 mod finalize;

@@ -88,8 +88,8 @@ fn exit_code(verdict: Verdict) -> u8 {
 }
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let session = Session::connect(&args.cluster).await?;
-    let target = session.target(&args.target, args.name.as_deref())?;
+    let mut session = Session::connect(&args.cluster).await?;
+    let target = session.target(&args.target, args.name.as_deref()).await?;
     let review = DeletionReview::new(DeletionReviewSpec {
         target: target.target_ref(),
         mode: ReviewMode::Plan,
@@ -97,11 +97,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         propagation_policy: args.cascade.policy(),
         ..DeletionReviewSpec::default()
     });
-    let (status, copy) = if session.serves_insight() && !args.client_side {
+    let (status, copy) = if session.serves_insight().await? && !args.client_side {
         let reviews = Api::<DeletionReview>::all(session.clients.requests.clone());
         (ask(&reviews, &review).await?, None)
     } else {
-        let copy = ClusterCopy::load(&session, "finale plan").await?;
+        let copy = ClusterCopy::load(&mut session, "finale plan").await?;
         let target_type = copy.resource(&target.resolved)?;
         let status = plan_at(
             &copy.catalog,

@@ -186,3 +186,110 @@ fn plan_prints_the_summary_the_tree_and_the_hangs() {
         run.describe()
     );
 }
+
+/// The discovery cache file `finale` keeps for this server, as kubectl names the folder.
+fn cache_file(env: &Env) -> std::path::PathBuf {
+    let host = env
+        .server
+        .url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .replace(':', "_");
+    env.cache_dir()
+        .join("discovery")
+        .join(host)
+        .join("finale-aggregated.json")
+}
+
+/// Rewrites the cached copy with `change`.
+fn edit_cache(env: &Env, change: impl FnOnce(&mut Value)) {
+    let file = cache_file(env);
+    let text =
+        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+    let mut cached: Value = serde_json::from_str(&text).expect("the cache is JSON");
+    change(&mut cached);
+    std::fs::write(&file, cached.to_string()).expect("rewrite the cache");
+}
+
+/// Adds the short name `zzcm`, which no server serves, to ConfigMaps in the cached copy: a
+/// command that resolves `zzcm` read the copy, not the server.
+fn add_sentinel_short_name(cached: &mut Value) {
+    let resources = cached["core"]["items"][0]["versions"][0]["resources"]
+        .as_array_mut()
+        .expect("the core group's resources");
+    let config_maps = resources
+        .iter_mut()
+        .find(|r| r["resource"] == "configmaps")
+        .expect("configmaps in the cached core group");
+    config_maps["shortNames"] = json!(["cm", "zzcm"]);
+}
+
+#[test]
+fn discovery_is_cached_per_server_and_read_again_on_a_miss() {
+    let env = Env::start();
+    // The first command reads discovery from the server and keeps it, for this server.
+    let first = plan(&env, &["cm/absent", "-o", "json"]);
+    assert_eq!(first.code, Some(0), "{}", first.describe());
+    let file = cache_file(&env);
+    let cached: Value = serde_json::from_str(
+        &std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("no cache at {}: {e}", file.display())),
+    )
+    .expect("the cache is JSON");
+    assert_eq!(
+        cached["server"].as_str().map(|s| s.trim_end_matches('/')),
+        Some(env.server.url.trim_end_matches('/')),
+        "{cached}"
+    );
+
+    // A fresh copy answers without the server: a short name only the copy knows resolves.
+    edit_cache(&env, add_sentinel_short_name);
+    let from_copy = plan(&env, &["zzcm/absent", "-o", "json"]);
+    assert_eq!(from_copy.code, Some(0), "{}", from_copy.describe());
+
+    // A copy made for another CA (a cluster re-created at this address) is not used,
+    edit_cache(&env, |cached| cached["caSha256"] = json!("another cluster"));
+    let other_cluster = plan(&env, &["zzcm/absent", "-o", "json"]);
+    assert_eq!(other_cluster.code, Some(1), "{}", other_cluster.describe());
+    assert!(
+        other_cluster
+            .stderr
+            .contains("the server doesn't have a resource type \"zzcm\""),
+        "{}",
+        other_cluster.describe()
+    );
+    // nor is one older than six hours,
+    edit_cache(&env, |cached| {
+        add_sentinel_short_name(cached);
+        cached["fetchedAt"] = json!("2000-01-01T00:00:00Z");
+    });
+    let expired = plan(&env, &["zzcm/absent", "-o", "json"]);
+    assert_eq!(expired.code, Some(1), "{}", expired.describe());
+
+    // and a type the copy does not name (a CRD created since) is looked up again.
+    let fresh_copy = plan(&env, &["cm/absent", "-o", "json"]);
+    assert_eq!(fresh_copy.code, Some(0), "{}", fresh_copy.describe());
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {kind: Widget, plural: widgets, singular: widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
+    );
+    env.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=30s",
+    ]);
+    let new_type = plan(&env, &["widget/absent", "-o", "json"]);
+    assert_eq!(new_type.code, Some(0), "{}", new_type.describe());
+    let cached = std::fs::read_to_string(&file).expect("the cache");
+    assert!(
+        cached.contains("\"widgets\""),
+        "the refreshed copy names widgets"
+    );
+
+    // An empty --cache-dir turns the cache off (the sentinel is not seen).
+    edit_cache(&env, add_sentinel_short_name);
+    assert_eq!(plan(&env, &["zzcm/absent", "-o", "json"]).code, Some(0));
+    let off = plan(&env, &["zzcm/absent", "-o", "json", "--cache-dir", ""]);
+    assert_eq!(off.code, Some(1), "{}", off.describe());
+}

@@ -1063,9 +1063,18 @@ impl<'a> Planner<'a> {
                 continue;
             }
             let resource = Arc::clone(&self.nodes[index].resource);
+            let may_wait_for_grace = resource.graceful && !self.nodes[index].terminating;
+            let spec_tokens = self.nodes[index].spec_tokens();
+            // Most reached objects hold nothing: their identity is not copied for nothing.
+            if spec_tokens.is_empty()
+                && self.nodes[index].finalizers.is_empty()
+                && !may_wait_for_grace
+            {
+                continue;
+            }
             let this = self.nodes[index].this.clone();
             let mut holds = Vec::new();
-            for token in self.nodes[index].spec_tokens() {
+            for token in spec_tokens {
                 if token == NAMESPACE_FINALIZER {
                     continue;
                 }
@@ -1097,7 +1106,7 @@ impl<'a> Planner<'a> {
             let pod = self.nodes[index]
                 .body
                 .as_ref()
-                .filter(|_| resource.graceful && !self.nodes[index].terminating);
+                .filter(|_| may_wait_for_grace);
             if let Some(pod) = pod {
                 let grace = deletion::pod_grace_period(pod, None);
                 if grace > 0 {

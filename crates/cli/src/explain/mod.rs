@@ -139,19 +139,21 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if args.stuck {
         return run_stuck(args).await;
     }
-    let session = Session::connect(&args.cluster).await?;
-    let target = session.target(
-        args.target.as_deref().unwrap_or_default(),
-        args.name.as_deref(),
-    )?;
+    let mut session = Session::connect(&args.cluster).await?;
+    let target = session
+        .target(
+            args.target.as_deref().unwrap_or_default(),
+            args.name.as_deref(),
+        )
+        .await?;
     let review = DeletionReview::new(DeletionReviewSpec {
         target: target.target_ref(),
         ..DeletionReviewSpec::default()
     });
-    let answerer = if session.serves_insight() && !args.client_side {
+    let answerer = if session.serves_insight().await? && !args.client_side {
         Answerer::Server(Api::<DeletionReview>::all(session.clients.requests.clone()))
     } else {
-        Answerer::Client(ClusterCopy::load(&session, "finale explain").await?)
+        Answerer::Client(ClusterCopy::load(&mut session, "finale explain").await?)
     };
     let printer = Printer {
         format: args.output,
@@ -174,7 +176,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(exit_code(status.verdict)));
     }
-    if !session.serves_insight() {
+    if !session.serves_insight().await? {
         bail!(
             "--watch needs a server that serves {} ({} does not): the client-side answer lists the whole cluster, too much to repeat every 2 s",
             insight::API_VERSION,
@@ -198,8 +200,8 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
 
 /// `--stuck`: one scoped `DeletionReview`, its stuck objects printed one per line.
 async fn run_stuck(args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let session = Session::connect(&args.cluster).await?;
-    if !session.serves_insight() {
+    let mut session = Session::connect(&args.cluster).await?;
+    if !session.serves_insight().await? {
         bail!(
             "the server at {} does not serve {} (DeletionReview), so it cannot list stuck objects from its index; \
              `finale explain TYPE/NAME` still explains one object at a time on any cluster",

@@ -63,8 +63,8 @@ enum TreeFormat {
 
 /// Runs the command; errors are returned for `main` to print (exit 1).
 pub async fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
-    let session = Session::connect(&args.cluster).await?;
-    let target = session.target(&args.target, args.name.as_deref())?;
+    let mut session = Session::connect(&args.cluster).await?;
+    let target = session.target(&args.target, args.name.as_deref()).await?;
     let spec = OwnershipReviewSpec {
         target: target.target_ref(),
         direction: if args.up {
@@ -74,7 +74,7 @@ pub async fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
         },
         max_nodes: None,
     };
-    let (status, copy) = if session.serves_insight() && !args.client_side {
+    let (status, copy) = if session.serves_insight().await? && !args.client_side {
         let reviews = Api::<OwnershipReview>::all(session.clients.requests.clone());
         let answer = reviews
             .create(&PostParams::default(), &OwnershipReview::new(spec))
@@ -93,7 +93,7 @@ pub async fn run(args: TreeArgs) -> anyhow::Result<ExitCode> {
             .context("the server answered the OwnershipReview without a status")?;
         (status, None)
     } else {
-        let copy = ClusterCopy::load(&session, "finale tree").await?;
+        let copy = ClusterCopy::load(&mut session, "finale tree").await?;
         let target_type = copy.resource(&target.resolved)?;
         let status = tree_at(&copy.catalog, &copy.snapshot, &copy.gc, &target_type, &spec)
             .await

@@ -62,6 +62,11 @@ impl Env {
 
     /// Runs kubectl and returns stdout; panics with stderr and the server log unless it
     /// exits 0.
+    /// Where `finale` commands run by [`finale`] cache discovery (`$KUBECACHEDIR`).
+    pub fn cache_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("kube-cache")
+    }
+
     pub fn ok(&self, args: &[&str]) -> String {
         self.kubectl
             .ok(args)
@@ -176,7 +181,9 @@ pub fn finale(env: &Env, args: &[&str]) -> Run {
     command
         .args(args)
         .arg("--kubeconfig")
-        .arg(&env.server.kubeconfig);
+        .arg(&env.server.kubeconfig)
+        // The discovery cache stays with the test's files, not in the user's ~/.kube.
+        .env("KUBECACHEDIR", env.cache_dir());
     run_bounded(command, format!("finale {}", args.join(" ")))
 }
 
