@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn folders_are_named_as_kubectl_names_them() {
         assert_eq!(folder_of("https://127.0.0.1:6443/"), "127.0.0.1_6443");
-        assert_eq!(folder_of("https://[::1]:6443"), "__1__6443");
+        assert_eq!(folder_of("https://[::1]:6443"), "___1__6443");
         assert_eq!(
             folder_of("https://example.com:443/prefix"),
             "example.com_443_prefix"
