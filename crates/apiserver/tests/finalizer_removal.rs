@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::raw::{Http, uid};
-use common::{TestServer, within};
+use common::{TestServer, kubectl};
 use finale_apiserver::insight::api::ForcePolicy;
 use finale_apiserver::insight::removal::{FinalizerRemoval, RemovalPhase};
 use serde_json::{Value, json};
@@ -83,25 +83,6 @@ async fn removal_names(http: &Http) -> Vec<String> {
         .iter()
         .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect()
-}
-
-/// Runs kubectl against `server`: success, stdout, stderr.
-async fn kubectl(server: &TestServer, args: &[&str]) -> (bool, String, String) {
-    let output = within(
-        Duration::from_secs(30),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&server.running.kubeconfig)
-            .args(args)
-            .output(),
-    )
-    .await
-    .expect("run kubectl");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 fn message(status: &Value) -> &str {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestServer, WAIT, api_status, create_namespace, within};
+use common::{TestServer, WAIT, api_status, apply_crd, create_namespace, within};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -42,18 +42,7 @@ pub struct WidgetStatus {
 const CRD_NAME: &str = "widgets.example.com";
 
 async fn install(server: &TestServer) -> Api<CustomResourceDefinition> {
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
-    let params = PatchParams::apply("widget-operator").force();
-    crds.patch(CRD_NAME, &params, &Patch::Apply(Widget::crd()))
-        .await
-        .expect("apply the CRD");
-    within(
-        WAIT,
-        await_condition(crds.clone(), CRD_NAME, conditions::is_crd_established()),
-    )
-    .await
-    .expect("the CRD becomes Established");
-    crds
+    apply_crd(&server.client, Widget::crd(), "widget-operator").await
 }
 
 fn widget(name: &str, replicas: i32) -> Widget {

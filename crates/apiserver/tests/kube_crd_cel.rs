@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::{TestServer, WAIT, api_status, create_namespace, within};
+use common::{TestServer, api_status, apply_crd, create_namespace, kubectl};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -51,20 +50,7 @@ const CRD_NAME: &str = "gadgets.cel.example.com";
 const NAMESPACE: &str = "cel";
 
 async fn install(server: &TestServer) {
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
-    crds.patch(
-        CRD_NAME,
-        &PatchParams::apply("gadget-operator").force(),
-        &Patch::Apply(Gadget::crd()),
-    )
-    .await
-    .expect("apply the CRD");
-    within(
-        WAIT,
-        await_condition(crds, CRD_NAME, conditions::is_crd_established()),
-    )
-    .await
-    .expect("the CRD becomes Established");
+    apply_crd(&server.client, Gadget::crd(), "gadget-operator").await;
     create_namespace(&server.client, NAMESPACE).await;
 }
 
@@ -242,25 +228,6 @@ async fn a_crd_whose_rule_does_not_compile_is_refused() {
         "nothing was stored"
     );
     server.shutdown().await;
-}
-
-/// Runs kubectl against `server`: success, stdout, stderr.
-async fn kubectl(server: &TestServer, args: &[&str]) -> (bool, String, String) {
-    let output = within(
-        std::time::Duration::from_secs(30),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&server.running.kubeconfig)
-            .args(args)
-            .output(),
-    )
-    .await
-    .expect("run kubectl");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

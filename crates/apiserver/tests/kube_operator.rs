@@ -8,14 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestServer, WAIT, create_namespace, within};
+use common::{TestServer, WAIT, apply_crd, create_namespace, within};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
@@ -39,21 +37,7 @@ const FINALIZER: &str = "ops.example.com/cleanup";
 struct ReconcileError(String);
 
 async fn install(server: &TestServer) -> Api<Gadget> {
-    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
-    let name = "gadgets.ops.example.com";
-    crds.patch(
-        name,
-        &PatchParams::apply("gadget-operator").force(),
-        &Patch::Apply(Gadget::crd()),
-    )
-    .await
-    .expect("apply the CRD");
-    within(
-        WAIT,
-        await_condition(crds, name, conditions::is_crd_established()),
-    )
-    .await
-    .expect("established");
+    apply_crd(&server.client, Gadget::crd(), "gadget-operator").await;
     create_namespace(&server.client, NAMESPACE).await;
     Api::namespaced(server.client.clone(), NAMESPACE)
 }

@@ -25,6 +25,7 @@
 //! - The file is Finale's own (`finale-aggregated.json`), beside kubectl's files in the same
 //!   folder; kubectl never reads it.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,16 +43,17 @@ pub const TTL: Duration = Duration::from_secs(6 * 60 * 60);
 /// The file, in the server's folder.
 const FILE_NAME: &str = "finale-aggregated.json";
 
-/// What is stored: the two documents and whose they are.
+/// What is stored: the two documents and whose they are. Borrowed when written, owned when
+/// read back.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Cached {
-    server: String,
-    ca_sha256: String,
+struct Cached<'a> {
+    server: Cow<'a, str>,
+    ca_sha256: Cow<'a, str>,
     /// RFC 3339.
     fetched_at: String,
-    core: APIGroupDiscoveryList,
-    named: APIGroupDiscoveryList,
+    core: Cow<'a, APIGroupDiscoveryList>,
+    named: Cow<'a, APIGroupDiscoveryList>,
 }
 
 /// Where one server's copy lives, and whose it must be.
@@ -103,7 +105,7 @@ impl DiscoveryCache {
         let age = now.signed_duration_since(fetched_at);
         let fresh = age >= chrono::TimeDelta::zero() && age.to_std().is_ok_and(|age| age < TTL);
         (fresh && cached.server == self.server && cached.ca_sha256 == self.ca_sha256)
-            .then(|| Served::new(cached.core, cached.named))
+            .then(|| Served::new(cached.core.into_owned(), cached.named.into_owned()))
     }
 
     /// Stores a fresh copy; a failure is only logged (the command has its answer anyway).
@@ -118,23 +120,14 @@ impl DiscoveryCache {
         core: &APIGroupDiscoveryList,
         named: &APIGroupDiscoveryList,
     ) -> anyhow::Result<()> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct CachedRef<'a> {
-            server: &'a str,
-            ca_sha256: &'a str,
-            fetched_at: String,
-            core: &'a APIGroupDiscoveryList,
-            named: &'a APIGroupDiscoveryList,
-        }
         let folder = self.file.parent().context("the cache file has no folder")?;
         std::fs::create_dir_all(folder).with_context(|| format!("create {}", folder.display()))?;
-        let bytes = serde_json::to_vec(&CachedRef {
-            server: &self.server,
-            ca_sha256: &self.ca_sha256,
+        let bytes = serde_json::to_vec(&Cached {
+            server: Cow::Borrowed(&self.server),
+            ca_sha256: Cow::Borrowed(&self.ca_sha256),
             fetched_at: Utc::now().to_rfc3339(),
-            core,
-            named,
+            core: Cow::Borrowed(core),
+            named: Cow::Borrowed(named),
         })?;
         let mut file = tempfile::NamedTempFile::new_in(folder)
             .with_context(|| format!("create a temporary file in {}", folder.display()))?;

@@ -168,6 +168,52 @@ pub fn config_map(name: &str, labels: &[(&str, &str)]) -> k8s_openapi::api::core
 }
 
 /// Creates a namespace (and waits for nothing: creation is synchronous).
+/// Applies `crd` (server-side, as `manager`) and waits until it is Established; the CRD API.
+pub async fn apply_crd(
+    client: &Client,
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    manager: &str,
+) -> kube::Api<
+    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+> {
+    use kube::runtime::wait::{await_condition, conditions};
+    let crds = kube::Api::all(client.clone());
+    let name = crd.metadata.name.clone().expect("a CRD has a name");
+    crds.patch(
+        &name,
+        &kube::api::PatchParams::apply(manager).force(),
+        &kube::api::Patch::Apply(crd),
+    )
+    .await
+    .expect("apply the CRD");
+    within(
+        WAIT,
+        await_condition(crds.clone(), &name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the CRD becomes Established");
+    crds
+}
+
+/// Runs kubectl against `server`, bounded: success, stdout, stderr.
+pub async fn kubectl(server: &TestServer, args: &[&str]) -> (bool, String, String) {
+    let output = within(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.running.kubeconfig)
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("run kubectl");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 pub async fn create_namespace(client: &Client, name: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     let api: kube::Api<Namespace> = kube::Api::all(client.clone());

@@ -60,13 +60,13 @@ impl Env {
         )
     }
 
-    /// Runs kubectl and returns stdout; panics with stderr and the server log unless it
-    /// exits 0.
     /// Where `finale` commands run by [`finale`] cache discovery (`$KUBECACHEDIR`).
     pub fn cache_dir(&self) -> std::path::PathBuf {
         self.dir.path().join("kube-cache")
     }
 
+    /// Runs kubectl and returns stdout; panics with stderr and the server log unless it
+    /// exits 0.
     pub fn ok(&self, args: &[&str]) -> String {
         self.kubectl
             .ok(args)

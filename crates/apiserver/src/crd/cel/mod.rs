@@ -276,12 +276,14 @@ impl CelValidator {
 fn compile_node(
     schema: &Value,
     path: &str,
-    resource_root: bool,
+    is_root: bool,
     uncorrelatable_within: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) -> RuleNode {
     let text = |name: &str| schema.get(name).and_then(Value::as_str).unwrap_or_default();
     let flag = |name: &str| schema.get(name).and_then(Value::as_bool) == Some(true);
+    // The schema's root and every embedded resource are resource roots (`metadata` trimmed).
+    let resource_root = is_root || flag("x-kubernetes-embedded-resource");
     let int_or_string = flag("x-kubernetes-int-or-string");
     let mut node = RuleNode {
         type_name: text("type").to_string(),
@@ -297,28 +299,14 @@ fn compile_node(
         },
         resource_root,
         atomic_map: text("x-kubernetes-map-type") == "atomic",
-        list_map_keys: (text("x-kubernetes-list-type") == "map").then(|| {
-            schema
-                .get("x-kubernetes-list-map-keys")
-                .and_then(Value::as_array)
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        }),
+        list_map_keys: (text("x-kubernetes-list-type") == "map")
+            .then(|| crate::object::string_list(schema.get("x-kubernetes-list-map-keys"))),
         ..RuleNode::default()
     };
     if let Some(Value::Object(properties)) = schema.get("properties") {
         for (name, property) in properties {
             let here = format!("{path}.properties[{name}]");
-            let embedded = property
-                .get("x-kubernetes-embedded-resource")
-                .and_then(Value::as_bool)
-                == Some(true);
-            let child = compile_node(property, &here, embedded, uncorrelatable_within, errors);
+            let child = compile_node(property, &here, false, uncorrelatable_within, errors);
             node.properties.insert(name.clone(), child);
         }
     }
@@ -326,14 +314,10 @@ fn compile_node(
         Some(additional @ Value::Object(_)) => {
             node.is_map = true;
             let here = format!("{path}.additionalProperties");
-            let embedded = additional
-                .get("x-kubernetes-embedded-resource")
-                .and_then(Value::as_bool)
-                == Some(true);
             node.additional = Some(Box::new(compile_node(
                 additional,
                 &here,
-                embedded,
+                false,
                 uncorrelatable_within,
                 errors,
             )));
@@ -350,14 +334,10 @@ fn compile_node(
             None if node.list_map_keys.is_none() => Some(here.clone()),
             None => None,
         };
-        let embedded = items
-            .get("x-kubernetes-embedded-resource")
-            .and_then(Value::as_bool)
-            == Some(true);
         node.items = Some(Box::new(compile_node(
             items,
             &here,
-            embedded,
+            false,
             within.as_deref(),
             errors,
         )));
