@@ -37,3 +37,4 @@ pub mod status;
 pub mod taints;
 pub mod validation;
 pub mod watch_cache;
+pub mod webhook_client;

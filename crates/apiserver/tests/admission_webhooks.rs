@@ -1,56 +1,43 @@
-//! Admission webhooks for real: a test webhook server on 127.0.0.1 with its own CA (rcgen),
-//! serving HTTPS with tokio-rustls, reached by URL and by Service reference (a Service and its
+//! Admission webhooks for real: a test webhook server on 127.0.0.1 with its own CA
+//! ([`common::webhook`]), reached by URL and by Service reference (a Service and its
 //! Endpoints pointing at the loopback port). The server records every `AdmissionReview` it
 //! gets, so "not called" is proved by the record after a later request that is called.
 
 mod common;
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use common::raw::Http;
+use common::webhook::TlsWebhook;
 use common::{TestServer, WAIT, config_map, expect_api_error, within};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-/// What the test webhook server saw: the path and the review's `request`, in call order.
-type Calls = Arc<Mutex<Vec<(String, Value)>>>;
-
-struct WebhookServer {
-    port: u16,
-    ca_pem: String,
-    calls: Calls,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for WebhookServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+/// The test webhook server ([`common::webhook::TlsWebhook`]) answering as [`answer`] does.
+struct WebhookServer(TlsWebhook);
 
 impl WebhookServer {
     /// The base64 `caBundle` of this server's CA.
     fn ca_bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+        self.0.ca_bundle()
     }
 
     fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
+        self.0.url(path)
     }
 
+    /// The path and the review's `request` of every call, in call order.
     fn calls(&self) -> Vec<(String, Value)> {
-        self.calls.lock().expect("calls lock").clone()
+        self.0
+            .calls()
+            .into_iter()
+            .map(|(path, review)| (path, review["request"].clone()))
+            .collect()
     }
 
     /// The names in the requests sent to `path`, in order.
@@ -73,88 +60,15 @@ impl WebhookServer {
     }
 
     async fn start() -> WebhookServer {
-        // A CA of its own, and a serving certificate for the loopback address and the
-        // Service name the API server verifies (`webhook.hooks.svc`).
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca_params = CertificateParams::new(Vec::new()).expect("CA params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "webhook test CA");
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
-        let issuer = Issuer::from_params(&ca_params, &ca_key);
-        let server_key = KeyPair::generate().expect("server key");
-        let mut server_params =
-            CertificateParams::new(vec!["webhook.hooks.svc".to_string()]).expect("params");
-        server_params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().expect("IP")));
-        let server_cert = server_params
-            .signed_by(&server_key, &issuer)
-            .expect("server certificate");
-
-        let certs = vec![server_cert.der().clone()];
-        let key = rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der())
-            .expect("server key DER");
-        let mut tls = rustls::ServerConfig::builder()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .expect("TLS config");
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let calls: Calls = Arc::default();
-        let recorded = Arc::clone(&calls);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let acceptor = acceptor.clone();
-                let calls = Arc::clone(&recorded);
-                tokio::spawn(async move {
-                    let Ok(stream) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |request| {
-                        let calls = Arc::clone(&calls);
-                        async move { Ok::<_, Infallible>(answer(request, calls).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        WebhookServer {
-            port,
-            ca_pem: ca_cert.pem(),
-            calls,
-            task,
-        }
+        WebhookServer(
+            TlsWebhook::start(Arc::new(|path, review| Box::pin(answer(path, review)))).await,
+        )
     }
 }
 
 /// The test webhook's behaviour, by path.
-async fn answer(
-    request: hyper::Request<hyper::body::Incoming>,
-    calls: Calls,
-) -> hyper::Response<Full<Bytes>> {
-    let path = request.uri().path().to_string();
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+async fn answer(path: String, review: Value) -> Value {
     let request = review["request"].clone();
-    calls
-        .lock()
-        .expect("calls lock")
-        .push((path.clone(), request.clone()));
     let uid = request["uid"].clone();
     let labels = request["object"]["metadata"]["labels"].clone();
     let patch = |ops: Vec<Value>| {
@@ -197,14 +111,8 @@ async fn answer(
     respond(response)
 }
 
-fn respond(response: Value) -> hyper::Response<Full<Bytes>> {
-    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
-    hyper::Response::builder()
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(
-            serde_json::to_vec(&review).unwrap_or_default(),
-        )))
-        .unwrap_or_default()
+fn respond(response: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
 /// One webhook entry.
@@ -353,7 +261,7 @@ async fn a_mutating_webhook_adds_labels_and_is_reinvoked_if_needed() {
     .expect(201);
     http.post(
         "/api/v1/namespaces/hooks/endpoints",
-        &json!({"metadata": {"name": "webhook"}, "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": hooks.port}]}]}),
+        &json!({"metadata": {"name": "webhook"}, "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": hooks.0.port}]}]}),
     )
     .await
     .expect(201);

@@ -44,17 +44,7 @@ pub enum SideEffects {
     Unsafe,
 }
 
-/// Where a webhook is reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Url(String),
-    Service {
-        namespace: String,
-        name: String,
-        port: u16,
-        path: String,
-    },
-}
+pub use crate::webhook_client::Endpoint;
 
 /// One `rules` entry.
 #[derive(Clone, Debug, Default)]
@@ -391,7 +381,10 @@ fn validate_configuration(object: &Value, old: Option<&Value>, mutating: bool) -
                 "the timeout value must be between 1 and 30 seconds",
             ));
         }
-        errors.extend(validate_client_config(webhook.get("clientConfig"), &path));
+        errors.extend(crate::webhook_client::validate_client_config(
+            webhook.get("clientConfig"),
+            &format!("{path}.clientConfig"),
+        ));
         for (r, rule) in webhook
             .get("rules")
             .and_then(Value::as_array)
@@ -414,100 +407,6 @@ fn validate_configuration(object: &Value, old: Option<&Value>, mutating: bool) -
             webhook.get("matchConditions"),
             &format!("{path}.matchConditions"),
         ));
-    }
-    errors
-}
-
-fn validate_client_config(client: Option<&Value>, path: &str) -> Vec<FieldError> {
-    let at = format!("{path}.clientConfig");
-    let Some(client) = client else {
-        return vec![FieldError::required(
-            &at,
-            "exactly one of url or service is required",
-        )];
-    };
-    let mut errors = Vec::new();
-    match (
-        text(client, "url"),
-        client.get("service").filter(|s| !s.is_null()),
-    ) {
-        (Some(_), Some(_)) | (None, None) => errors.push(FieldError::required(
-            &at,
-            "exactly one of url or service is required",
-        )),
-        (Some(url), None) => {
-            let field = format!("{at}.url");
-            match reqwest::Url::parse(url) {
-                Err(e) => errors.push(FieldError::invalid(
-                    &field,
-                    url,
-                    &format!("host must be specified ({e})"),
-                )),
-                Ok(parsed) => {
-                    if parsed.scheme() != "https" {
-                        errors.push(FieldError::invalid(
-                            &field,
-                            url,
-                            "'https' is the only allowed URL scheme",
-                        ));
-                    }
-                    if parsed.host_str().is_none_or(str::is_empty) {
-                        errors.push(FieldError::invalid(&field, url, "host must be specified"));
-                    }
-                    if !parsed.username().is_empty() || parsed.password().is_some() {
-                        errors.push(FieldError::invalid(
-                            &field,
-                            url,
-                            "user information is not permitted in the URL",
-                        ));
-                    }
-                    if parsed.fragment().is_some() {
-                        errors.push(FieldError::invalid(
-                            &field,
-                            url,
-                            "fragments are not permitted in the URL",
-                        ));
-                    }
-                    if parsed.query().is_some() {
-                        errors.push(FieldError::invalid(
-                            &field,
-                            url,
-                            "query parameters are not permitted in the URL",
-                        ));
-                    }
-                }
-            }
-        }
-        (None, Some(service)) => {
-            let field = format!("{at}.service");
-            for key in ["name", "namespace"] {
-                if text(service, key).is_none_or(str::is_empty) {
-                    errors.push(FieldError::required(
-                        &format!("{field}.{key}"),
-                        &format!("service {key} is required"),
-                    ));
-                }
-            }
-            if let Some(p) = text(service, "path")
-                && !p.is_empty()
-                && !p.starts_with('/')
-            {
-                errors.push(FieldError::invalid(
-                    &format!("{field}.path"),
-                    p,
-                    "must start with a '/'",
-                ));
-            }
-            if let Some(port) = service.get("port").and_then(Value::as_i64)
-                && !(1..=65535).contains(&port)
-            {
-                errors.push(FieldError::invalid_literal(
-                    &format!("{field}.port"),
-                    port.to_string(),
-                    "port is not valid: must be between 1 and 65535, inclusive",
-                ));
-            }
-        }
     }
     errors
 }

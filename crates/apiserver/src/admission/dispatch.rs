@@ -11,13 +11,13 @@ use std::time::Instant;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use super::client::CallError;
 use super::config::{Hook, HookType, SideEffects};
 use super::match_conditions::Decision;
 use super::matching::{self, Invocation};
 use super::metrics::RejectionKind;
 use super::{Attributes, Webhooks};
 use crate::status::{ApiError, ApiResult, Cause, Details};
+use crate::webhook_client::{CallError, Review};
 
 /// Why one webhook call did not let the request through.
 enum Failure {
@@ -331,7 +331,13 @@ impl Webhooks {
         })?;
         let answer = self
             .clients
-            .post(&hook.ca_bundle, &target, hook.timeout, &review)
+            .post(
+                &hook.ca_bundle,
+                &target,
+                hook.timeout,
+                &review,
+                Review::Admission,
+            )
             .await
             .map_err(|error| Failure::Call {
                 error,

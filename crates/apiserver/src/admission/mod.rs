@@ -50,8 +50,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::resources::{Catalog, ResourceType};
 use crate::status::{ApiError, ApiResult};
+use crate::webhook_client;
 
-mod client;
 pub mod config;
 mod dispatch;
 pub mod match_conditions;
@@ -62,7 +62,7 @@ pub mod refusals;
 pub use config::{default_mutating, default_validating, validate_mutating, validate_validating};
 pub use metrics::WebhookMetrics;
 
-use config::{Endpoint, Hook, HookType};
+use config::{Hook, HookType};
 
 /// Where the two configuration kinds are stored.
 const MUTATING_PREFIX: &str =
@@ -139,7 +139,7 @@ pub struct Webhooks {
     /// Bumped by every change of a configuration; a snapshot of an older epoch is reloaded.
     epoch: AtomicU64,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
-    clients: client::Clients,
+    clients: Arc<webhook_client::Clients>,
     metrics: Arc<WebhookMetrics>,
 }
 
@@ -158,13 +158,18 @@ impl Webhooks {
             catalog,
             epoch: AtomicU64::new(1),
             snapshot: RwLock::new(None),
-            clients: client::Clients::default(),
+            clients: Arc::new(webhook_client::Clients::default()),
             metrics: Arc::new(WebhookMetrics::default()),
         }
     }
 
     pub fn metrics(&self) -> &Arc<WebhookMetrics> {
         &self.metrics
+    }
+
+    /// The HTTPS clients, shared with the CRD conversion webhooks.
+    pub fn clients(&self) -> &Arc<webhook_client::Clients> {
+        &self.clients
     }
 
     /// Whether a store key holds a webhook configuration.
@@ -285,160 +290,17 @@ impl Webhooks {
     }
 
     /// Where a hook's calls go: its URL, or its Service resolved to an endpoint address.
-    async fn target(&self, hook: &Hook) -> Result<client::Target, client::CallError> {
-        match &hook.endpoint {
-            Endpoint::Url(url) => Ok(client::Target {
-                url: url.clone(),
-                shown_url: url.clone(),
-                connect_to: None,
-            }),
-            Endpoint::Service {
-                namespace,
-                name,
-                port,
-                path,
-            } => {
-                let host = format!("{name}.{namespace}.svc");
-                let shown_url = format!("https://{host}:{port}{path}");
-                let failed = |why: String| {
-                    client::CallError(format!(
-                        "failed to call webhook: Post \"{shown_url}?timeout={}s\": {why}",
-                        hook.timeout.as_secs()
-                    ))
-                };
-                let address = self
-                    .resolve_service(namespace, name, *port)
-                    .await
-                    .map_err(failed)?;
-                Ok(client::Target {
-                    url: format!("https://{host}:{}{path}", address.port()),
-                    shown_url,
-                    connect_to: Some((host, address)),
-                })
-            }
-        }
-    }
-
-    /// A Service's port to one ready endpoint address, as kube-apiserver's endpoint routing
-    /// does: the Service port named by the webhook, its target port, and the first ready
-    /// address of the Endpoints object (or, failing that, of an EndpointSlice).
-    async fn resolve_service(
+    async fn target(
         &self,
-        namespace: &str,
-        name: &str,
-        port: u16,
-    ) -> Result<std::net::SocketAddr, String> {
-        let read = |key: String| async move {
-            match self.store.get(key.as_bytes()).await {
-                Ok((Some(kv), _)) => serde_json::from_slice::<Value>(&kv.value).ok(),
-                _ => None,
-            }
-        };
-        let service = read(format!("/registry/core/services/{namespace}/{name}"))
-            .await
-            .ok_or_else(|| format!("service \"{name}\" not found"))?;
-        let service_port = service
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)))
-            .ok_or_else(|| format!("no service port {port} found for service \"{name}\""))?;
-        let port_name = service_port
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if service.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
-            let external = service
-                .pointer("/spec/externalName")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            return tokio::net::lookup_host((external, port))
-                .await
-                .ok()
-                .and_then(|mut addresses| addresses.next())
-                .ok_or_else(|| format!("cannot resolve externalName {external:?}"));
-        }
-        if let Some(endpoints) = read(format!("/registry/core/endpoints/{namespace}/{name}")).await
-        {
-            for subset in endpoints
-                .get("subsets")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let endpoint_port = subset
-                    .get("ports")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .find(|p| {
-                        p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name
-                    })
-                    .and_then(|p| p.get("port").and_then(Value::as_u64))
-                    .and_then(|p| u16::try_from(p).ok());
-                let ip = subset
-                    .get("addresses")
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.first())
-                    .and_then(|a| a.get("ip").and_then(Value::as_str))
-                    .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
-                if let (Some(ip), Some(endpoint_port)) = (ip, endpoint_port) {
-                    return Ok(std::net::SocketAddr::new(ip, endpoint_port));
-                }
-            }
-        }
-        let slices = self
-            .store
-            .range(RangeRequest {
-                range: prefix_range(
-                    format!("/registry/discovery.k8s.io/endpointslices/{namespace}/").as_bytes(),
-                ),
-                limit: 0,
-                revision: 0,
-            })
-            .await
-            .map_err(|e| format!("cannot read endpoint slices: {e}"))?;
-        for kv in &slices.kvs {
-            let Ok(slice) = serde_json::from_slice::<Value>(&kv.value) else {
-                continue;
-            };
-            if slice
-                .pointer("/metadata/labels/kubernetes.io~1service-name")
-                .and_then(Value::as_str)
-                != Some(name)
-            {
-                continue;
-            }
-            let endpoint_port = slice
-                .get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)
-                .and_then(|p| p.get("port").and_then(Value::as_u64))
-                .and_then(|p| u16::try_from(p).ok());
-            let ip = slice
-                .get("endpoints")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false))
-                .flat_map(|e| {
-                    e.get("addresses")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .find_map(|a| {
-                    a.as_str()
-                        .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
-                });
-            if let (Some(ip), Some(endpoint_port)) = (ip, endpoint_port) {
-                return Ok(std::net::SocketAddr::new(ip, endpoint_port));
-            }
-        }
-        Err(format!("no endpoints available for service \"{name}\""))
+        hook: &Hook,
+    ) -> Result<webhook_client::Target, webhook_client::CallError> {
+        webhook_client::target(
+            self.store.as_ref(),
+            &hook.endpoint,
+            hook.timeout,
+            webhook_client::Review::Admission,
+        )
+        .await
     }
 }
 

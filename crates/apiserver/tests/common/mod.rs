@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod raw;
+pub mod webhook;
 
 use std::future::Future;
 use std::sync::Arc;
