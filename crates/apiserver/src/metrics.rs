@@ -190,6 +190,19 @@ impl Metrics {
         );
     }
 
+    /// Upstream's CRD conversion webhook metric ([`crate::crd::conversion`]).
+    pub fn register_conversion(&self, conversion: &crate::crd::conversion::ConversionMetrics) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry.register(
+            "crd_conversion_webhook_duration_seconds",
+            "CRD webhook conversion duration in seconds",
+            conversion.duration.clone(),
+        );
+    }
+
     /// Upstream's admission webhook metrics ([`crate::admission::metrics`]).
     pub fn register_admission(&self, webhooks: &crate::admission::WebhookMetrics) {
         let mut registry = self

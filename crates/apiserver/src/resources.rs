@@ -120,6 +120,10 @@ pub struct ResourceType {
     /// Custom resources: the version objects are stored in (they are served in every served
     /// version; with conversion `None` only `apiVersion` differs).
     pub storage_version: Option<String>,
+    /// Custom resources whose CRD converts with a webhook (`strategy: Webhook`): objects
+    /// cross between versions through it ([`crate::crd::conversion`]) rather than by their
+    /// `apiVersion` alone.
+    pub conversion: Option<Arc<crate::crd::conversion::ConversionWebhook>>,
     /// Custom resources whose definition is being deleted: creates are refused (405), as
     /// upstream refuses them while it removes the instances.
     pub definition_terminating: bool,
@@ -245,6 +249,13 @@ impl ResourceType {
 
     pub fn is_crd(&self) -> bool {
         self.group == CRD_GROUP && self.plural == "customresourcedefinitions"
+    }
+
+    /// Whether objects are stored in this type's version (always so for built-in kinds).
+    pub fn is_storage_version(&self) -> bool {
+        self.storage_version
+            .as_ref()
+            .is_none_or(|stored| *stored == self.version)
     }
 
     /// The apiVersion objects of this type are stored with.
@@ -376,6 +387,7 @@ impl Builtin {
             schema: None,
             validation: None,
             storage_version: None,
+            conversion: None,
             definition_terminating: false,
             create_only: false,
             token_subresource: false,
@@ -1235,9 +1247,12 @@ impl Catalog {
         self.find(|t| t.group == group && t.version == version && t.plural == plural)
     }
 
-    /// Any served version of `group`/`plural`: they all share one storage prefix.
+    /// A served version of `group`/`plural` (they all share one storage prefix): the storage
+    /// version where there is one, so that in-process callers (the garbage collector, the
+    /// CRD controller's cleanup) work on objects as stored, needing no conversion webhook.
     pub fn lookup_resource(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.find(|t| t.group == group && t.plural == plural)
+        self.find(|t| t.group == group && t.plural == plural && t.is_storage_version())
+            .or_else(|| self.find(|t| t.group == group && t.plural == plural))
     }
 
     /// The type serving `kind` at `apiVersion` (`v1`, `apps/v1`).

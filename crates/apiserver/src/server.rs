@@ -379,6 +379,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .webhooks()
         .spawn_invalidation(registry.subscribe_changes(), shutdown.clone());
     metrics.register_admission(registry.webhooks().metrics());
+    metrics.register_conversion(registry.converter().metrics());
     registry
         .bootstrap()
         .await

@@ -629,11 +629,15 @@ impl EventFilter {
                 .collection_prefix(request.namespace.as_deref()),
             labels: request.labels.clone(),
             fields: request.fields.clone(),
+            // With a conversion webhook, the registry converts the events' objects instead
+            // (`registry::convert`), and needs their stored apiVersion to know which to.
             served_api_version: request
                 .resource
                 .storage_version
                 .as_ref()
-                .filter(|v| **v != request.resource.version)
+                .filter(|v| {
+                    **v != request.resource.version && request.resource.conversion.is_none()
+                })
                 .map(|_| request.resource.api_version()),
             from_storage: request.resource.view.map(|view| view.from_storage),
         }

@@ -238,8 +238,10 @@ fn register(registry: &Registry, crd: &Value) -> Result<(), String> {
     let mut types = definition::resource_types(crd)?;
     let storage = storage_version(crd);
     let terminating = object::is_terminating(crd);
+    let conversion = crate::crd::conversion::ConversionWebhook::from_crd(crd).map(Arc::new);
     for t in &mut types {
         t.storage_version = storage.clone();
+        t.conversion = conversion.clone();
         t.definition_terminating = terminating;
     }
     let (group, plural) = group_and_plural(crd);

@@ -243,12 +243,14 @@ async fn sync(registry: &Registry, name: &str) -> ApiResult<Option<Duration>> {
 async fn delete_content(registry: &Registry, namespace: &str) -> Progress {
     let mut progress = Progress::default();
     let mut seen_prefixes = HashSet::new();
-    let (pods, others): (Vec<_>, Vec<_>) = registry
-        .catalog()
-        .all()
+    let mut types = registry.catalog().all();
+    // One storage prefix may be served under several versions; delete it once, through the
+    // storage version when it is served, so that no conversion webhook is needed to empty a
+    // namespace of objects stored in it.
+    types.sort_by_key(|t| !t.is_storage_version());
+    let (pods, others): (Vec<_>, Vec<_>) = types
         .into_iter()
         .filter(|t| t.namespaced)
-        // One storage prefix may be served under several versions; delete it once.
         .filter(|t| seen_prefixes.insert(t.key_prefix()))
         .partition(|t| t.group.is_empty() && t.plural == "pods");
     for resource in &pods {

@@ -11,7 +11,8 @@
 //! Caveats:
 //! - Generic `metadata` checks (name syntax, labels, …) are the registry's; only the
 //!   CRD-specific name rule is checked here.
-//! - Conversion webhooks are not supported: only `strategy: None` is accepted.
+//! - Conversion webhooks are accepted (`strategy: Webhook`) and checked as upstream checks
+//!   them; [`crate::crd::conversion`] calls them.
 //! - Upstream prints some bad values as Go structs (`spec.versions`, a whole root schema);
 //!   those are printed as compact JSON here.
 //! - The update relaxations upstream grants CRDs stored by older servers (non-structural
@@ -828,7 +829,10 @@ fn resolve_field_path<'a>(
     Ok((segments, current))
 }
 
-/// The conversion rules, for a server that only converts with `strategy: None`.
+/// Upstream's `validateCustomResourceConversion` (on the internal form, hence its
+/// `spec.conversion.webhookClientConfig` and `spec.conversion.conversionReviewVersions`
+/// paths): a webhook needs a valid `clientConfig` and `conversionReviewVersions` naming a
+/// version upstream speaks; `strategy: None` must set neither.
 fn validate_conversion(
     conversion: Option<&Value>,
     preserve_unknown: bool,
@@ -847,26 +851,42 @@ fn validate_conversion(
     }
     if strategy.is_empty() {
         errors.push(FieldError::required("spec.conversion.strategy", ""));
-    } else if strategy != "None" {
-        // Upstream also accepts Webhook; this server cannot call conversion webhooks.
+        return;
+    }
+    if strategy != "None" && strategy != "Webhook" {
         errors.push(FieldError::not_supported(
             "spec.conversion.strategy",
             strategy,
-            &["None"],
+            &["None", "Webhook"],
         ));
+        return;
+    }
+    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+    let client_config = webhook
+        .and_then(|w| w.get("clientConfig"))
+        .filter(|c| !c.is_null());
+    let review_versions = webhook.and_then(|w| w.get("conversionReviewVersions"));
+    if strategy == "Webhook" {
+        const CLIENT_CONFIG: &str = "spec.conversion.webhookClientConfig";
+        match client_config {
+            None => errors.push(FieldError::required(
+                CLIENT_CONFIG,
+                "required when strategy is set to Webhook",
+            )),
+            Some(client) => errors.extend(crate::webhook_client::validate_client_config(
+                Some(client),
+                CLIENT_CONFIG,
+            )),
+        }
+        validate_review_versions(review_versions, errors);
     } else {
-        let webhook = conversion.get("webhook").filter(|w| !w.is_null());
-        if webhook
-            .and_then(|w| w.get("clientConfig"))
-            .is_some_and(|c| !c.is_null())
-        {
+        if client_config.is_some() {
             errors.push(FieldError::forbidden(
                 "spec.conversion.webhookClientConfig",
                 "should not be set when strategy is not set to Webhook",
             ));
         }
-        if webhook
-            .and_then(|w| w.get("conversionReviewVersions"))
+        if review_versions
             .and_then(Value::as_array)
             .is_some_and(|v| !v.is_empty())
         {
@@ -875,6 +895,47 @@ fn validate_conversion(
                 "should not be set when strategy is not set to Webhook",
             ));
         }
+    }
+}
+
+/// Upstream's `validateConversionReviewVersions`: at least one, no duplicates, DNS-1035
+/// labels, and one of the versions it speaks.
+fn validate_review_versions(versions: Option<&Value>, errors: &mut Vec<FieldError>) {
+    const PATH: &str = "spec.conversion.conversionReviewVersions";
+    let versions = string_list(versions);
+    if versions.is_empty() {
+        errors.push(FieldError::required(PATH, ""));
+        return;
+    }
+    let mut seen = HashSet::new();
+    let mut known = false;
+    for (i, version) in versions.iter().enumerate() {
+        let at = format!("{PATH}[{i}]");
+        if !seen.insert(version.as_str()) {
+            errors.push(FieldError::invalid(&at, version, "duplicate version"));
+            continue;
+        }
+        for problem in validation::is_dns1035_label(version) {
+            errors.push(FieldError::invalid(&at, version, &problem));
+        }
+        known |= crate::crd::conversion::REVIEW_VERSIONS.contains(&version.as_str());
+    }
+    if !known {
+        errors.push(FieldError::invalid_literal(
+            PATH,
+            format!(
+                "[]string{{{}}}",
+                versions
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            &format!(
+                "must include at least one of {}",
+                crate::crd::conversion::REVIEW_VERSIONS.join(", ")
+            ),
+        ));
     }
 }
 
@@ -1180,6 +1241,7 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             validation: crate::registry::cloud_gc::hook_for(group, kind),
             // Filled in by the CRD controller, which knows the whole definition's state.
             storage_version: None,
+            conversion: None,
             definition_terminating: false,
             create_only: false,
             token_subresource: false,
@@ -1801,7 +1863,18 @@ mod tests {
     }
 
     #[test]
-    fn conversion_webhooks_are_not_supported() {
+    fn conversion_webhooks_are_checked_as_upstream_checks_them() {
+        let url = json!({"url": "https://conv.example.com/convert"});
+        assert!(
+            messages(
+                &with(
+                    json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+                    "conversionReviewVersions": ["v1"], "clientConfig": url}}}})
+                ),
+                None
+            )
+            .is_empty()
+        );
         assert_eq!(
             messages(
                 &with(
@@ -1810,7 +1883,31 @@ mod tests {
                 None
             ),
             vec![
-                r#"spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None""#
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook"
+            ]
+        );
+        assert_eq!(
+            messages(
+                &with(
+                    json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+                    "conversionReviewVersions": ["v2", "v2"],
+                    "clientConfig": {"url": "http://conv.example.com/"}}}}})
+                ),
+                None
+            ),
+            vec![
+                r#"spec.conversion.webhookClientConfig.url: Invalid value: "http://conv.example.com/": 'https' is the only allowed URL scheme"#,
+                r#"spec.conversion.conversionReviewVersions[1]: Invalid value: "v2": duplicate version"#,
+                r#"spec.conversion.conversionReviewVersions: Invalid value: []string{"v2", "v2"}: must include at least one of v1, v1beta1"#,
+            ]
+        );
+        assert_eq!(
+            messages(
+                &with(json!({"spec": {"conversion": {"strategy": "Other"}}})),
+                None
+            ),
+            vec![
+                r#"spec.conversion.strategy: Unsupported value: "Other": supported values: "None", "Webhook""#
             ]
         );
         assert_eq!(

@@ -46,6 +46,13 @@ impl Registry {
         actor: Option<&Actor>,
         guards: Vec<Guard>,
     ) -> ApiResult<Option<WriteOutcome>> {
+        // A write in another version than the storage version is stored in the storage
+        // version, converted by the CRD's webhook ([`super::convert`]).
+        let converted = match after {
+            Some(object) => self.to_storage_version(resource, object).await?,
+            None => None,
+        };
+        let after = converted.as_ref().or(after);
         let outcome = self
             .commit_guarded_inner(resource, key, precondition, before, after, actor, guards)
             .await;

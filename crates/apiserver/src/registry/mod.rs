@@ -10,8 +10,9 @@
 //!
 //! One `impl Registry` per concern: `read.rs` (get, list, watch), `create.rs`, `update.rs`
 //! (update, patch, apply), `delete.rs` (delete, delete-collection), `commit.rs` (the store
-//! write of each, with its finalizer provenance record and the controllers' fence); this file
-//! holds the types, the object codec and the checks they share.
+//! write of each, with its finalizer provenance record and the controllers' fence),
+//! `convert.rs` (custom objects crossing versions through a CRD's conversion webhook); this
+//! file holds the types, the object codec and the checks they share.
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use serde_json::{Value, json};
 mod admit;
 pub mod cloud_gc;
 mod commit;
+mod convert;
 mod create;
 mod delete;
 pub mod fence;
@@ -49,7 +51,7 @@ use crate::resources::{Catalog, ResourceType, StatusWrites};
 use crate::selectors::{FieldSelector, LabelSelector, object_field};
 use crate::status::{ApiError, ApiResult, Details, Target, success_status};
 use crate::validation::{self, FieldError};
-use crate::watch_cache::{WatchCache, WatchRequest, WatchStream};
+use crate::watch_cache::{WatchCache, WatchItem, WatchRequest, WatchStream};
 
 /// Largest object the registry stores. etcd's default request limit is 1.5 MiB; keeping
 /// objects below it means the etcd backend can hold anything the embedded one can.
@@ -198,6 +200,8 @@ pub struct Registry {
     default_actor: Option<Arc<Actor>>,
     /// The admission webhooks every write passes (shared by every clone of the registry).
     webhooks: Arc<crate::admission::Webhooks>,
+    /// The CRD conversion webhooks objects cross versions through ([`convert`]).
+    converter: Arc<crate::crd::conversion::Converter>,
 }
 
 /// The stored form of an object: JSON without `resourceVersion`, which is the key's
@@ -303,6 +307,10 @@ impl Registry {
             Arc::clone(&store),
             Arc::clone(&catalog),
         ));
+        let converter = Arc::new(crate::crd::conversion::Converter::new(
+            Arc::clone(&store),
+            Arc::clone(webhooks.clients()),
+        ));
         Registry {
             store,
             catalog,
@@ -310,7 +318,13 @@ impl Registry {
             fence: None,
             default_actor: None,
             webhooks,
+            converter,
         }
+    }
+
+    /// The CRD conversion webhooks ([`crate::crd::conversion`]), for their metrics.
+    pub fn converter(&self) -> &Arc<crate::crd::conversion::Converter> {
+        &self.converter
     }
 
     /// The admission webhooks this registry's writes pass ([`crate::admission`]).
@@ -467,19 +481,28 @@ fn strip_type_meta(object: &mut Value) {
     }
 }
 
-/// Objects are stored with the type's storage version (custom resources served in several
-/// versions store one).
+/// The apiVersion a write works in: the storage version for custom resources converted with
+/// `strategy: None` (versions differ in `apiVersion` alone), the request's version for those
+/// with a conversion webhook (upstream's handler works in the request's version, and the
+/// object goes to the storage version as it is stored: [`Registry::commit`]).
 fn set_type_meta(resource: &ResourceType, object: &mut Value) {
     if let Some(map) = object.as_object_mut() {
-        map.insert("apiVersion".into(), json!(resource.stored_api_version()));
+        let api_version = match resource.conversion {
+            Some(_) => resource.api_version(),
+            None => resource.stored_api_version(),
+        };
+        map.insert("apiVersion".into(), json!(api_version));
         map.insert("kind".into(), json!(resource.kind));
     }
 }
 
 /// An object as served at `resource`'s version: with conversion `None`, versions of a custom
-/// resource differ only in `apiVersion`.
+/// resource differ only in `apiVersion`. Objects of a CRD with a conversion webhook are left
+/// as they are: the registry converted them already where a request needs them
+/// ([`convert`]), and one in another form keeps the `apiVersion` of its content.
 pub fn served(resource: &ResourceType, mut object: Value) -> Value {
     if resource.storage_version.is_some()
+        && resource.conversion.is_none()
         && let Some(map) = object.as_object_mut()
     {
         map.insert("apiVersion".into(), json!(resource.api_version()));

@@ -12,7 +12,10 @@ impl Registry {
         let key = resource.object_key(namespace, name);
         let (kv, _) = self.store.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
-        Ok(served(resource, decode_as(resource, &kv)?))
+        Ok(served(
+            resource,
+            self.decode_in_request_version(resource, &kv).await?,
+        ))
     }
 
     /// api-surface §5: a consistent list at one revision, filtered by selectors, paginated
@@ -118,6 +121,8 @@ impl Registry {
             }
         }
 
+        // A webhook converts the page in one review, before apiVersion leaves the items.
+        let mut items = self.list_to_request_version(resource, items).await?;
         for item in &mut items {
             strip_type_meta(item);
         }
@@ -229,15 +234,16 @@ impl Registry {
             Some((items, revision)) => (Some(items), revision),
             None => (None, after.unwrap_or(0)),
         };
-        Ok(self.watch_cache.watch(WatchRequest {
-            resource,
+        let stream = self.watch_cache.watch(WatchRequest {
+            resource: Arc::clone(&resource),
             namespace: namespace.map(str::to_string),
             labels,
             fields,
             after_revision,
             initial_objects,
             send_initial_events_end: send_initial_events,
-        }))
+        });
+        Ok(self.convert_watch(resource, stream))
     }
 }
 

@@ -93,7 +93,7 @@ impl Registry {
             if pinned_revision.is_some_and(|rv| rv != kv.mod_revision) {
                 return Err(ApiError::stale_resource_version(target(resource, name)));
             }
-            let current = decode_as(resource, &kv)?;
+            let current = self.decode_in_request_version(resource, &kv).await?;
             let mut requested = mutate(&current)?;
             if !requested.is_object() {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
