@@ -437,7 +437,7 @@ async fn resolve_service(
 pub fn validate_client_config(client: Option<&Value>, at: &str) -> Vec<FieldError> {
     let Some(client) = client else {
         return vec![FieldError::required(
-            &at,
+            at,
             "exactly one of url or service is required",
         )];
     };
@@ -447,7 +447,7 @@ pub fn validate_client_config(client: Option<&Value>, at: &str) -> Vec<FieldErro
         client.get("service").filter(|s| !s.is_null()),
     ) {
         (Some(_), Some(_)) | (None, None) => errors.push(FieldError::required(
-            &at,
+            at,
             "exactly one of url or service is required",
         )),
         (Some(url), None) => {

@@ -29,6 +29,11 @@ const CRD_NAME: &str = "widgets.conv.example.com";
 /// server must refuse.
 async fn convert(path: String, review: Value) -> Value {
     let request = &review["request"];
+    if path == "/admit" {
+        // An admission webhook beside the converter: allows, and is recorded.
+        return json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": request["uid"], "allowed": true}});
+    }
     let desired = request["desiredAPIVersion"]
         .as_str()
         .unwrap_or_default()
@@ -104,6 +109,11 @@ fn reviews_at(hooks: &TlsWebhook, path: &str) -> Vec<(String, usize)> {
 }
 
 fn crd(url: &str, ca_bundle: &str) -> CustomResourceDefinition {
+    crd_storing("v2", url, ca_bundle)
+}
+
+/// The CRD with `storage` as its storage version.
+fn crd_storing(storage: &str, url: &str, ca_bundle: &str) -> CustomResourceDefinition {
     let version = |name: &str, storage: bool, spec: Value| {
         json!({
             "name": name, "served": true, "storage": storage,
@@ -127,8 +137,8 @@ fn crd(url: &str, ca_bundle: &str) -> CustomResourceDefinition {
                 "clientConfig": {"url": url, "caBundle": ca_bundle},
             }},
             "versions": [
-                version("v1", false, json!({"size": {"type": "string"}})),
-                version("v2", true, json!({"replicas": {"type": "integer"}})),
+                version("v1", storage == "v1", json!({"size": {"type": "string"}})),
+                version("v2", storage == "v2", json!({"replicas": {"type": "integer"}})),
             ],
         },
     }))
@@ -398,6 +408,41 @@ async fn a_crd_with_two_versions_and_a_conversion_webhook_is_read_and_written_in
         assert!(stdout.contains(name), "{stdout}");
     }
 
+    // An admission webhook for v2 only (matchPolicy Equivalent) is sent a v1 create in v2,
+    // converted by the CRD's webhook, as upstream converts it.
+    let http = Http::new(&server);
+    http.post(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "widgets-v2"},
+            "webhooks": [{"name": "v2.conv.example.com",
+                "clientConfig": {"url": hooks.url("/admit"), "caBundle": hooks.ca_bundle()},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [GROUP], "apiVersions": ["v2"], "resources": ["widgets"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}),
+    )
+    .await
+    .expect(201);
+    within(
+        WAIT,
+        v1.create(
+            &PostParams::default(),
+            &widget("v1", "w5", json!({"size": "13"})),
+        ),
+    )
+    .await
+    .expect("create in v1 past the admission webhook");
+    let admitted: Vec<Value> = hooks
+        .calls()
+        .into_iter()
+        .filter(|(p, _)| p == "/admit")
+        .map(|(_, review)| review["request"].clone())
+        .collect();
+    assert_eq!(admitted.len(), 1, "{admitted:?}");
+    assert_eq!(admitted[0]["requestKind"]["version"], "v1");
+    assert_eq!(admitted[0]["kind"]["version"], "v2");
+    assert_eq!(admitted[0]["object"]["apiVersion"], "conv.example.com/v2");
+    assert_eq!(admitted[0]["object"]["spec"], json!({"replicas": 13}));
+
     // Reviews went both ways; upstream's metric observed them.
     let reviews = reviews_at(&hooks, "/convert");
     assert!(
@@ -408,7 +453,6 @@ async fn a_crd_with_two_versions_and_a_conversion_webhook_is_read_and_written_in
         reviews.iter().any(|(to, _)| to == "conv.example.com/v2"),
         "{reviews:?}"
     );
-    let http = Http::new(&server);
     let metrics = http.get("/metrics").await.expect(200);
     let text = metrics.as_str().unwrap_or_default();
     assert!(
@@ -591,5 +635,96 @@ async fn a_webhook_that_is_down_or_answers_badly_fails_conversions_as_upstream()
     // The storage version still reads.
     let stored = within(WAIT, v2.get("w3")).await.expect("get in v2");
     assert_eq!(spec(&stored), json!({"replicas": 3}));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn objects_stored_in_an_older_storage_version_are_converted_on_read() {
+    let hooks = start_converter().await;
+    let server = TestServer::start().await;
+    let crds = apply_crd(
+        &server.client,
+        crd_storing("v1", &hooks.url("/convert"), &hooks.ca_bundle()),
+        "test",
+    )
+    .await;
+    let (v1, v2) = (widgets(&server, "v1"), widgets(&server, "v2"));
+    within(
+        WAIT,
+        v1.create(
+            &PostParams::default(),
+            &widget("v1", "old", json!({"size": "2"})),
+        ),
+    )
+    .await
+    .expect("create in v1, the storage version");
+    assert!(hooks.calls().is_empty(), "stored as sent");
+
+    // The storage version moves to v2; v1 stays in storedVersions until a migration.
+    apply_crd(
+        &server.client,
+        crd_storing("v2", &hooks.url("/convert"), &hooks.ca_bundle()),
+        "test",
+    )
+    .await;
+    let definition = within(WAIT, crds.get(CRD_NAME)).await.expect("get the CRD");
+    let definition = serde_json::to_value(&definition).expect("the CRD as JSON");
+    assert_eq!(definition["status"]["storedVersions"], json!(["v1", "v2"]));
+    let deadline = std::time::Instant::now() + WAIT;
+    while server
+        .registry()
+        .catalog()
+        .lookup(GROUP, "v2", "widgets")
+        .and_then(|t| t.storage_version.clone())
+        .as_deref()
+        != Some("v2")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "v2 never became the storage version"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Read in v2, the object still stored in v1 is converted.
+    let read = within(WAIT, v2.get("old")).await.expect("get in v2");
+    assert_eq!(spec(&read), json!({"replicas": 2}));
+    assert_eq!(
+        reviews_at(&hooks, "/convert"),
+        vec![("conv.example.com/v2".to_string(), 1)]
+    );
+    // Read in v1, it is not.
+    let read = within(WAIT, v1.get("old")).await.expect("get in v1");
+    assert_eq!(spec(&read), json!({"size": "2"}));
+    assert_eq!(
+        hooks.calls().len(),
+        1,
+        "an object in the version read is not converted"
+    );
+
+    // A write in v2 stores it in v2 (one review, for the read of the v1 object): a v2 read
+    // then needs no review.
+    within(
+        WAIT,
+        v2.patch(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"migrated": "yes"}}})),
+        ),
+    )
+    .await
+    .expect("patch in v2");
+    assert_eq!(hooks.calls().len(), 2);
+    let read = within(WAIT, v2.get("old")).await.expect("get in v2");
+    assert_eq!(spec(&read), json!({"replicas": 2}));
+    assert_eq!(
+        read.metadata
+            .labels
+            .unwrap_or_default()
+            .get("migrated")
+            .map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(hooks.calls().len(), 2, "the object is stored in v2 now");
     server.shutdown().await;
 }

@@ -36,6 +36,9 @@ struct Answer {
     /// The decoded JSON patch of a mutating webhook.
     patch: Option<Value>,
     warnings: Vec<String>,
+    /// The object as the webhook was sent it (in its invocation's version), which a patch
+    /// applies to.
+    seen: Option<Value>,
 }
 
 /// The namespace's labels, read at most once per request.
@@ -96,8 +99,16 @@ impl Webhooks {
                             match (answer.patch, object.as_deref_mut()) {
                                 (None, _) => Ok(()),
                                 (Some(patch), Some(target)) => {
-                                    apply_patch(hook, &attributes, &invocation, &patch, target)
-                                        .map(|c| changed = c)
+                                    match apply_patch(hook, answer.seen.as_ref(), &patch) {
+                                        Ok(Some(patched)) => self
+                                            .back_from_invocation(&attributes, &invocation, patched)
+                                            .await
+                                            .map_err(Failure::Internal)
+                                            .and_then(|patched| settle(hook, patched, target))
+                                            .map(|c| changed = c),
+                                        Ok(None) => Ok(()),
+                                        Err(failure) => Err(failure),
+                                    }
                                 }
                                 (Some(_), None) => Err(Failure::Internal(internal(format!(
                                     "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
@@ -281,7 +292,8 @@ impl Webhooks {
         }
         if let Some(conditions) = &hook.match_conditions {
             // The conditions see the request as this webhook would receive it.
-            let review = review("", attributes, &invocation);
+            let (object, old_object) = self.invocation_objects(attributes, &invocation).await?;
+            let review = review("", attributes, &invocation, object, old_object);
             let request = review.get("request").unwrap_or(&Value::Null);
             match conditions.decide(request, hook.fail_open) {
                 Decision::Call => {}
@@ -324,7 +336,11 @@ impl Webhooks {
             });
         }
         let uid = uuid::Uuid::new_v4().to_string();
-        let review = review(&uid, attributes, invocation);
+        let (object, old_object) = self
+            .invocation_objects(attributes, invocation)
+            .await
+            .map_err(Failure::Internal)?;
+        let review = review(&uid, attributes, invocation, object.clone(), old_object);
         let target = self.target(hook).await.map_err(|error| Failure::Call {
             error,
             code: call_code,
@@ -343,10 +359,76 @@ impl Webhooks {
                 error,
                 code: call_code,
             })?;
-        verify(&uid, hook, answer).map_err(|why| Failure::Call {
+        let mut answer = verify(&uid, hook, answer).map_err(|why| Failure::Call {
             error: CallError(format!("received invalid webhook response: {why}")),
             code: 503,
-        })
+        })?;
+        answer.seen = object;
+        Ok(answer)
+    }
+
+    /// The request's object and old object in the invocation's version.
+    async fn invocation_objects(
+        &self,
+        attributes: &Attributes<'_>,
+        invocation: &Invocation,
+    ) -> ApiResult<(Option<Value>, Option<Value>)> {
+        let object = match attributes.object {
+            Some(object) => Some(self.to_invocation(attributes, invocation, object).await?),
+            None => None,
+        };
+        let old_object = match attributes.old_object {
+            Some(object) => Some(self.to_invocation(attributes, invocation, object).await?),
+            None => None,
+        };
+        Ok((object, old_object))
+    }
+
+    /// `object` (in the request's version) as the hook's resource serves it: through the
+    /// CRD's conversion webhook for the other versions of a custom resource that has one
+    /// (upstream converts with the CRD's converter), else as [`matching::convert`] does.
+    /// Upstream answers a failed conversion with an internal error, whatever the policy.
+    async fn to_invocation(
+        &self,
+        attributes: &Attributes<'_>,
+        invocation: &Invocation,
+        object: &Value,
+    ) -> ApiResult<Value> {
+        match invocation {
+            Invocation::Own => Ok(object.clone()),
+            Invocation::Equivalent(equivalent) if equivalent.conversion.is_some() => self
+                .converter
+                .convert_one(equivalent, object.clone(), &equivalent.api_version())
+                .await
+                .map_err(|e| internal(e.message)),
+            Invocation::Equivalent(equivalent) => {
+                Ok(matching::convert(attributes.resource, equivalent, object))
+            }
+        }
+    }
+
+    /// The inverse of [`Webhooks::to_invocation`], for a patched object.
+    async fn back_from_invocation(
+        &self,
+        attributes: &Attributes<'_>,
+        invocation: &Invocation,
+        object: Value,
+    ) -> ApiResult<Value> {
+        match invocation {
+            Invocation::Own => Ok(object),
+            Invocation::Equivalent(_) if attributes.resource.conversion.is_some() => self
+                .converter
+                .convert_one(
+                    attributes.resource,
+                    object,
+                    &attributes.resource.api_version(),
+                )
+                .await
+                .map_err(|e| internal(e.message)),
+            Invocation::Equivalent(equivalent) => {
+                Ok(matching::convert(equivalent, attributes.resource, &object))
+            }
+        }
     }
 }
 
@@ -374,23 +456,18 @@ fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiEr
     })
 }
 
-fn review(uid: &str, attributes: &Attributes<'_>, invocation: &Invocation) -> Value {
+/// `object` and `old_object` are the request's, already in the invocation's version.
+fn review(
+    uid: &str,
+    attributes: &Attributes<'_>,
+    invocation: &Invocation,
+    object: Option<Value>,
+    old_object: Option<Value>,
+) -> Value {
     let requested = attributes.resource;
-    let (resource, object, old_object) = match invocation {
-        Invocation::Own => (
-            requested,
-            attributes.object.cloned(),
-            attributes.old_object.cloned(),
-        ),
-        Invocation::Equivalent(equivalent) => (
-            equivalent.as_ref(),
-            attributes
-                .object
-                .map(|o| matching::convert(requested, equivalent, o)),
-            attributes
-                .old_object
-                .map(|o| matching::convert(requested, equivalent, o)),
-        ),
+    let resource = match invocation {
+        Invocation::Own => requested,
+        Invocation::Equivalent(equivalent) => equivalent.as_ref(),
     };
     let kind = |r: &crate::resources::ResourceType| match attributes.kind_override {
         Some((group, version, kind)) => json!({"group": group, "version": version, "kind": kind}),
@@ -523,40 +600,36 @@ fn verify(uid: &str, hook: &Hook, review: Value) -> Result<Answer, String> {
             .unwrap_or(false),
         result: response.get("status").filter(|s| s.is_object()).cloned(),
         patch,
+        seen: None,
         warnings,
     })
 }
 
-/// Applies a mutating webhook's JSON patch to `object` (converted to the webhook's resource
-/// and back under an equivalent match); true when the object changed.
-fn apply_patch(
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    invocation: &Invocation,
-    patch: &Value,
-    object: &mut Value,
-) -> Result<bool, Failure> {
+/// Applies a mutating webhook's JSON patch to the object it was sent (`seen`, in the
+/// invocation's version): the patched object, None when the patch is empty.
+fn apply_patch(hook: &Hook, seen: Option<&Value>, patch: &Value) -> Result<Option<Value>, Failure> {
     if patch.as_array().is_some_and(Vec::is_empty) {
-        return Ok(false);
+        return Ok(None);
     }
-    let seen = match invocation {
-        Invocation::Own => object.clone(),
-        Invocation::Equivalent(equivalent) => {
-            matching::convert(attributes.resource, equivalent, object)
-        }
-    };
-    let patched = crate::patch::apply_json_patch(&seen, patch).map_err(|e| {
+    let seen = seen.ok_or_else(|| {
         Failure::Internal(internal(format!(
-            "admission webhook {:?} returned a patch that cannot be applied: {e}",
+            "admission webhook {:?} returned a patch for a request without an object",
             hook.name
         )))
     })?;
-    let patched = match invocation {
-        Invocation::Own => patched,
-        Invocation::Equivalent(equivalent) => {
-            matching::convert(equivalent, attributes.resource, &patched)
-        }
-    };
+    crate::patch::apply_json_patch(seen, patch)
+        .map(Some)
+        .map_err(|e| {
+            Failure::Internal(internal(format!(
+                "admission webhook {:?} returned a patch that cannot be applied: {e}",
+                hook.name
+            )))
+        })
+}
+
+/// Puts a patched object (back in the request's version) in place of `object`; true when
+/// it changed.
+fn settle(hook: &Hook, patched: Value, object: &mut Value) -> Result<bool, Failure> {
     if !patched.is_object() {
         return Err(Failure::Internal(internal(format!(
             "admission webhook {:?} patched the object into something that is not an object",

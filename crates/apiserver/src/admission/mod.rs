@@ -140,6 +140,8 @@ pub struct Webhooks {
     epoch: AtomicU64,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
     clients: Arc<webhook_client::Clients>,
+    /// CRD conversion webhooks, for custom objects sent in another version than requested.
+    converter: Arc<crate::crd::conversion::Converter>,
     metrics: Arc<WebhookMetrics>,
 }
 
@@ -153,12 +155,18 @@ impl std::fmt::Debug for Webhooks {
 
 impl Webhooks {
     pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>) -> Self {
+        let clients = Arc::new(webhook_client::Clients::default());
+        let converter = Arc::new(crate::crd::conversion::Converter::new(
+            Arc::clone(&store),
+            Arc::clone(&clients),
+        ));
         Webhooks {
             store,
             catalog,
             epoch: AtomicU64::new(1),
             snapshot: RwLock::new(None),
-            clients: Arc::new(webhook_client::Clients::default()),
+            clients,
+            converter,
             metrics: Arc::new(WebhookMetrics::default()),
         }
     }
@@ -167,9 +175,15 @@ impl Webhooks {
         &self.metrics
     }
 
-    /// The HTTPS clients, shared with the CRD conversion webhooks.
+    /// The HTTPS clients.
     pub fn clients(&self) -> &Arc<webhook_client::Clients> {
         &self.clients
+    }
+
+    /// The CRD conversion webhooks' converter, shared with the registry (one client cache,
+    /// one metric).
+    pub fn converter(&self) -> &Arc<crate::crd::conversion::Converter> {
+        &self.converter
     }
 
     /// Whether a store key holds a webhook configuration.

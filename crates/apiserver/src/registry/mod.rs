@@ -307,10 +307,7 @@ impl Registry {
             Arc::clone(&store),
             Arc::clone(&catalog),
         ));
-        let converter = Arc::new(crate::crd::conversion::Converter::new(
-            Arc::clone(&store),
-            Arc::clone(webhooks.clients()),
-        ));
+        let converter = Arc::clone(webhooks.converter());
         Registry {
             store,
             catalog,
