@@ -6,7 +6,8 @@
 //! alike, as upstream's controllers are API clients whose writes pass admission. A call is an
 //! `admission.k8s.io/v1` `AdmissionReview` POSTed over HTTPS to `clientConfig.url`, or to a
 //! Service reference resolved through its Endpoints or EndpointSlices (Finale has no cluster
-//! network to reach a Service's cluster IP), with TLS verifying `<service>.<namespace>.svc`.
+//! network to reach a Service's cluster IP), with TLS verifying `<service>.<namespace>.svc`,
+//! through the HTTPS client shared with CRD conversion webhooks ([`crate::webhook_client`]).
 //!
 //! # Guarantees
 //! - Mutating webhooks run first, in the order of their configuration's name, then of their
@@ -23,6 +24,10 @@
 //!   through this replica invalidates the cached set before it is acknowledged, and writes
 //!   through other replicas invalidate it when their watch event arrives.
 //! - Webhooks are never called for the admission configuration kinds themselves.
+//! - A webhook matched through `matchPolicy: Equivalent` to another version of a custom
+//!   resource whose CRD has a conversion webhook is sent the objects converted by it, and a
+//!   patched object converted back ([`crate::crd::conversion`]); a failed conversion fails the
+//!   request with upstream's internal error, whatever the `failurePolicy`.
 //! - A webhook's `matchConditions` (CEL) are parsed once per configuration read and decide,
 //!   after its rules and selectors, whether it is called; one that fails to evaluate follows
 //!   the webhook's `failurePolicy` as upstream's do ([`match_conditions`]).
