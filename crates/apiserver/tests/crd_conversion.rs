@@ -112,8 +112,13 @@ fn crd(url: &str, ca_bundle: &str) -> CustomResourceDefinition {
     crd_storing("v2", url, ca_bundle)
 }
 
-/// The CRD with `storage` as its storage version.
+/// The CRD with `storage` as its storage version, its webhook at `url`.
 fn crd_storing(storage: &str, url: &str, ca_bundle: &str) -> CustomResourceDefinition {
+    crd_calling(storage, json!({"url": url, "caBundle": ca_bundle}))
+}
+
+/// The CRD with `storage` as its storage version, its webhook at `client_config`.
+fn crd_calling(storage: &str, client_config: Value) -> CustomResourceDefinition {
     let version = |name: &str, storage: bool, spec: Value| {
         json!({
             "name": name, "served": true, "storage": storage,
@@ -134,7 +139,7 @@ fn crd_storing(storage: &str, url: &str, ca_bundle: &str) -> CustomResourceDefin
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
             "conversion": {"strategy": "Webhook", "webhook": {
                 "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": url, "caBundle": ca_bundle},
+                "clientConfig": client_config,
             }},
             "versions": [
                 version("v1", storage == "v1", json!({"size": {"type": "string"}})),
@@ -726,5 +731,71 @@ async fn objects_stored_in_an_older_storage_version_are_converted_on_read() {
         Some("yes")
     );
     assert_eq!(hooks.calls().len(), 2, "the object is stored in v2 now");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_conversion_webhook_is_reached_by_service_reference() {
+    let hooks = start_converter().await;
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    // The Service `webhook` in `hooks` (the name the test server's certificate carries), its
+    // Endpoints on the loopback port.
+    http.post(
+        "/api/v1/namespaces",
+        &json!({"metadata": {"name": "hooks"}}),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/hooks/services",
+        &json!({"metadata": {"name": "webhook"}, "spec": {"ports": [{"port": 443, "targetPort": 9443}]}}),
+    )
+    .await
+    .expect(201);
+    http.post(
+        "/api/v1/namespaces/hooks/endpoints",
+        &json!({"metadata": {"name": "webhook"}, "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": hooks.port}]}]}),
+    )
+    .await
+    .expect(201);
+    let service = json!({"service": {"namespace": "hooks", "name": "webhook", "path": "/convert"},
+        "caBundle": hooks.ca_bundle()});
+    let crds = apply_crd(&server.client, crd_calling("v2", service), "test").await;
+    // Defaulted as upstream defaults it.
+    let definition = within(WAIT, crds.get(CRD_NAME)).await.expect("get the CRD");
+    let definition = serde_json::to_value(&definition).expect("the CRD as JSON");
+    assert_eq!(
+        definition["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["port"],
+        443
+    );
+    let (v1, v2) = (widgets(&server, "v1"), widgets(&server, "v2"));
+    within(
+        WAIT,
+        v1.create(
+            &PostParams::default(),
+            &widget("v1", "w", json!({"size": "8"})),
+        ),
+    )
+    .await
+    .expect("create in v1");
+    let stored = within(WAIT, v2.get("w")).await.expect("get in v2");
+    assert_eq!(spec(&stored), json!({"replicas": 8}));
+    assert_eq!(
+        reviews_at(&hooks, "/convert"),
+        vec![("conv.example.com/v2".to_string(), 1)]
+    );
+    // Without endpoints the call fails with the Service's URL, as upstream names it.
+    http.delete("/api/v1/namespaces/hooks/endpoints/webhook")
+        .await
+        .expect(200);
+    let failed = http
+        .get("/apis/conv.example.com/v1/namespaces/default/widgets/w")
+        .await
+        .expect_failure(500, "");
+    assert_eq!(
+        failed["message"],
+        "conversion webhook for conv.example.com/v2, Kind=Widget failed: Post \"https://webhook.hooks.svc:443/convert\": no endpoints available for service \"webhook\""
+    );
     server.shutdown().await;
 }
