@@ -448,6 +448,28 @@ async fn a_crd_with_two_versions_and_a_conversion_webhook_is_read_and_written_in
     assert_eq!(admitted[0]["object"]["apiVersion"], "conv.example.com/v2");
     assert_eq!(admitted[0]["object"]["spec"], json!({"replicas": 13}));
 
+    // A DELETE in v1 answers in v1: an object a finalizer holds is answered as it stays.
+    let held: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "conv.example.com/v2", "kind": "Widget",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"replicas": 6},
+    }))
+    .expect("a valid Widget");
+    within(WAIT, v2.create(&PostParams::default(), &held))
+        .await
+        .expect("create a held Widget");
+    let reply = http
+        .delete("/apis/conv.example.com/v1/namespaces/default/widgets/held")
+        .await;
+    assert!(matches!(reply.status, 200 | 202), "{}", reply.body);
+    assert_eq!(reply.body["apiVersion"], "conv.example.com/v1");
+    assert_eq!(reply.body["spec"], json!({"size": "6"}));
+    assert!(
+        reply.body["metadata"]["deletionTimestamp"].is_string(),
+        "{}",
+        reply.body
+    );
+
     // Reviews went both ways; upstream's metric observed them.
     let reviews = reviews_at(&hooks, "/convert");
     assert!(
@@ -549,6 +571,13 @@ async fn a_webhook_that_is_down_or_answers_badly_fails_conversions_as_upstream()
     http.get("/apis/conv.example.com/v2/namespaces/default/widgets/new")
         .await
         .expect(404);
+    // A DELETE in v1 converts first, as upstream does: it fails and the object stays.
+    http.delete(&format!("{v1_path}/w3"))
+        .await
+        .expect_failure(500, "");
+    http.get("/apis/conv.example.com/v2/namespaces/default/widgets/w3")
+        .await
+        .expect(200);
     // The storage version works without the webhook: reads, writes, deletes.
     let stored = within(WAIT, v2.get("w1"))
         .await

@@ -11,14 +11,14 @@
 //!   custom object is validated against the schema of the version it arrives in.
 //! - What is stored is always in the storage version: a write in another version fails,
 //!   storing nothing, when the webhook fails.
-//! - Objects already in the wanted version never reach the webhook, so reads and writes in
-//!   the storage version of objects stored in it work while the webhook is down; so does
-//!   deleting them (deletes work on the stored form), and the in-process controllers pick the
-//!   storage version ([`crate::resources::Catalog::lookup_resource`]).
-//!
-//! # Caveats
-//! - A DELETE answers with the stored form (the storage version's content and `apiVersion`)
-//!   whatever version it was sent to.
+//! - Objects already in the wanted version never reach the webhook, so reads, writes and
+//!   deletes in the storage version of objects stored in it work while the webhook is down,
+//!   and the in-process controllers pick the storage version
+//!   ([`crate::resources::Catalog::lookup_resource`]).
+//! - A DELETE in another version converts the stored object once before it changes
+//!   anything, as upstream decodes it into the request's version: its answer and its
+//!   admission webhooks' `oldObject` are in the request's version, and it fails, changing
+//!   nothing, when the webhook does. The delete's own rules work on the stored form.
 
 use super::*;
 use crate::crd::conversion::Shape;
@@ -60,6 +60,24 @@ impl Registry {
     ) -> ApiResult<Value> {
         let object = decode_as(resource, kv)?;
         self.to_request_version(resource, object).await
+    }
+
+    /// A stored object about to be deleted through `resource`, in its version: None when it
+    /// is in it already (or its type has no webhook).
+    pub(super) async fn shown_for_delete(
+        &self,
+        resource: &ResourceType,
+        stored: &Value,
+    ) -> ApiResult<Option<Value>> {
+        if resource.conversion.is_none()
+            || stored.get("apiVersion").and_then(Value::as_str)
+                == Some(resource.api_version().as_str())
+        {
+            return Ok(None);
+        }
+        self.to_request_version(resource, stored.clone())
+            .await
+            .map(Some)
     }
 
     /// `object` in the storage version, for the store; None when it is in it already (or

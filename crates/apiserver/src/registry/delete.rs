@@ -59,6 +59,11 @@ impl Registry {
             let (kv, _) = self.store.get(key.as_bytes()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(target(resource, name)))?;
             let stored = decode_as(resource, &kv)?;
+            // A custom object stored in another version than the request's is converted
+            // first, as upstream decodes it into the request's version: the answer and
+            // admission see it in that version, and without its webhook the delete fails
+            // before it changes anything. The delete itself works on the stored form.
+            let shown = self.shown_for_delete(resource, &stored).await?;
             if is_namespace {
                 // N4.1: a uid precondition is always in force, reported in storage's words.
                 check_namespace_preconditions(name, &stored, &options.preconditions)?;
@@ -78,7 +83,7 @@ impl Registry {
                 // D4 / N4.3: nothing to write; answer with what is stored.
                 DeletePlan::Pending => {
                     return Ok(DeleteResult {
-                        body: stored,
+                        body: in_request_version(shown.as_ref(), stored),
                         removed: false,
                         warnings,
                     });
@@ -99,7 +104,7 @@ impl Registry {
                     namespace: if is_namespace { Some(name) } else { namespace },
                     name: if in_collection { "" } else { name },
                     object: None,
-                    old_object: Some(&stored),
+                    old_object: Some(shown.as_ref().unwrap_or(&stored)),
                     dry_run: options.dry_run,
                     options: &delete_options,
                     user: &user,
@@ -145,7 +150,7 @@ impl Registry {
                 if !remove_after {
                     // D7: the object stays; the body is the updated object.
                     return Ok(DeleteResult {
-                        body: updated,
+                        body: in_request_version(shown.as_ref(), updated),
                         removed: false,
                         warnings,
                     });
@@ -156,7 +161,7 @@ impl Registry {
             // D9: dry-run answers as the real delete would, touching nothing.
             if options.dry_run {
                 return Ok(DeleteResult {
-                    body: deleted_body(resource, name, last),
+                    body: in_request_version(shown.as_ref(), deleted_body(resource, name, last)),
                     removed: true,
                     warnings,
                 });
@@ -177,7 +182,10 @@ impl Registry {
                 WriteOutcome::Committed(result) => {
                     set_resource_version(&mut last, result.revision);
                     return Ok(DeleteResult {
-                        body: deleted_body(resource, name, last),
+                        body: in_request_version(
+                            shown.as_ref(),
+                            deleted_body(resource, name, last),
+                        ),
                         removed: true,
                         warnings,
                     });
@@ -187,7 +195,10 @@ impl Registry {
                     if revision != kv.mod_revision =>
                 {
                     return Ok(DeleteResult {
-                        body: deleted_body(resource, name, last),
+                        body: in_request_version(
+                            shown.as_ref(),
+                            deleted_body(resource, name, last),
+                        ),
                         removed: true,
                         warnings,
                     });
@@ -507,6 +518,22 @@ pub(super) fn check_namespace_preconditions(
 
 /// D12: the deleted object for kinds with the return-deleted-object flag, else a success
 /// Status naming the plural resource.
+/// The answer of a DELETE in the request's version: the stored object's content as converted
+/// once (`shown`), with the metadata the delete left it with (a conversion webhook may change
+/// no other metadata). A `Status` answer, or an object that needed no conversion, is kept.
+fn in_request_version(shown: Option<&Value>, body: Value) -> Value {
+    match shown {
+        Some(shown) if body.get("kind") == shown.get("kind") => {
+            let mut answer = shown.clone();
+            if let (Some(map), Some(metadata)) = (answer.as_object_mut(), body.get("metadata")) {
+                map.insert("metadata".into(), metadata.clone());
+            }
+            answer
+        }
+        _ => body,
+    }
+}
+
 pub(super) fn deleted_body(resource: &ResourceType, name: &str, last: Value) -> Value {
     if resource.returns_deleted_object {
         last
