@@ -23,8 +23,8 @@
 //!   succeeded}` observes each call, as upstream's `converterMetric` does.
 //!
 //! # Assumptions
-//! - The CRD passed validation ([`crate::crd::definition`]): `clientConfig` has a URL or a
-//!   Service (its port defaulted to 443).
+//! - The CRD passed validation ([`validate`], called by [`crate::crd::definition`]):
+//!   `clientConfig` has a URL or a Service (its port defaulted to 443).
 //!
 //! # Caveats
 //! - Only `ConversionReview` `v1` is spoken: a CRD whose `conversionReviewVersions` lists
@@ -116,6 +116,116 @@ impl ConversionWebhook {
             ca_bundle,
             review_versions: crate::object::string_list(webhook.get("conversionReviewVersions")),
         })
+    }
+}
+
+/// A CRD's `spec.conversion`, checked as upstream's `validateCustomResourceConversion`
+/// checks it (on the internal form, hence its
+/// `spec.conversion.webhookClientConfig` and `spec.conversion.conversionReviewVersions`
+/// paths): a webhook needs a valid `clientConfig` and `conversionReviewVersions` naming a
+/// version upstream speaks; `strategy: None` must set neither.
+pub fn validate(conversion: Option<&Value>, preserve_unknown: bool, errors: &mut Vec<FieldError>) {
+    let Some(conversion) = conversion.filter(|c| !c.is_null()) else {
+        return;
+    };
+    let strategy = conversion
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if preserve_unknown && strategy != "None" {
+        errors.push(FieldError::invalid(
+            "spec.conversion.strategy",
+            strategy,
+            "must be None if spec.preserveUnknownFields is true",
+        ));
+    }
+    if strategy.is_empty() {
+        errors.push(FieldError::required("spec.conversion.strategy", ""));
+        return;
+    }
+    if strategy != "None" && strategy != "Webhook" {
+        errors.push(FieldError::not_supported(
+            "spec.conversion.strategy",
+            strategy,
+            &["None", "Webhook"],
+        ));
+        return;
+    }
+    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+    let client_config = webhook
+        .and_then(|w| w.get("clientConfig"))
+        .filter(|c| !c.is_null());
+    let review_versions = webhook.and_then(|w| w.get("conversionReviewVersions"));
+    if strategy == "Webhook" {
+        const CLIENT_CONFIG: &str = "spec.conversion.webhookClientConfig";
+        match client_config {
+            None => errors.push(FieldError::required(
+                CLIENT_CONFIG,
+                "required when strategy is set to Webhook",
+            )),
+            Some(client) => errors.extend(crate::webhook_client::validate_client_config(
+                Some(client),
+                CLIENT_CONFIG,
+            )),
+        }
+        validate_review_versions(review_versions, errors);
+    } else {
+        if client_config.is_some() {
+            errors.push(FieldError::forbidden(
+                "spec.conversion.webhookClientConfig",
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        if review_versions
+            .and_then(Value::as_array)
+            .is_some_and(|v| !v.is_empty())
+        {
+            errors.push(FieldError::forbidden(
+                "spec.conversion.conversionReviewVersions",
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+    }
+}
+
+/// Upstream's `validateConversionReviewVersions`: at least one, no duplicates, DNS-1035
+/// labels, and one of the versions it speaks.
+fn validate_review_versions(versions: Option<&Value>, errors: &mut Vec<FieldError>) {
+    const PATH: &str = "spec.conversion.conversionReviewVersions";
+    let versions = crate::object::string_list(versions);
+    if versions.is_empty() {
+        errors.push(FieldError::required(PATH, ""));
+        return;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut known = false;
+    for (i, version) in versions.iter().enumerate() {
+        let at = format!("{PATH}[{i}]");
+        if !seen.insert(version.as_str()) {
+            errors.push(FieldError::invalid(&at, version, "duplicate version"));
+            continue;
+        }
+        for problem in crate::validation::is_dns1035_label(version) {
+            errors.push(FieldError::invalid(&at, version, &problem));
+        }
+        known |= REVIEW_VERSIONS.contains(&version.as_str());
+    }
+    if !known {
+        errors.push(FieldError::invalid_literal(
+            PATH,
+            format!(
+                "[]string{{{}}}",
+                versions
+                    .iter()
+                    .map(|v| crate::validation::go_quote(v))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            &format!(
+                "must include at least one of {}",
+                REVIEW_VERSIONS.join(", ")
+            ),
+        ));
     }
 }
 

@@ -11,8 +11,8 @@
 //! Caveats:
 //! - Generic `metadata` checks (name syntax, labels, …) are the registry's; only the
 //!   CRD-specific name rule is checked here.
-//! - Conversion webhooks are accepted (`strategy: Webhook`) and checked as upstream checks
-//!   them; [`crate::crd::conversion`] calls them.
+//! - Conversion webhooks are accepted (`strategy: Webhook`); their configuration is checked
+//!   by [`crate::crd::conversion::validate`], which lives with the code that calls them.
 //! - Upstream prints some bad values as Go structs (`spec.versions`, a whole root schema);
 //!   those are printed as compact JSON here.
 //! - The update relaxations upstream grants CRDs stored by older servers (non-structural
@@ -385,7 +385,7 @@ fn validate_spec(spec: &Value, errors: &mut Vec<FieldError>) {
             errors,
         );
     }
-    validate_conversion(spec.get("conversion"), preserve_unknown, errors);
+    crate::crd::conversion::validate(spec.get("conversion"), preserve_unknown, errors);
 }
 
 /// Upstream `validateDeprecationWarning`.
@@ -827,116 +827,6 @@ fn resolve_field_path<'a>(
         rest = &after_dot[end..];
     }
     Ok((segments, current))
-}
-
-/// Upstream's `validateCustomResourceConversion` (on the internal form, hence its
-/// `spec.conversion.webhookClientConfig` and `spec.conversion.conversionReviewVersions`
-/// paths): a webhook needs a valid `clientConfig` and `conversionReviewVersions` naming a
-/// version upstream speaks; `strategy: None` must set neither.
-fn validate_conversion(
-    conversion: Option<&Value>,
-    preserve_unknown: bool,
-    errors: &mut Vec<FieldError>,
-) {
-    let Some(conversion) = conversion.filter(|c| !c.is_null()) else {
-        return;
-    };
-    let strategy = text(conversion.get("strategy"));
-    if preserve_unknown && strategy != "None" {
-        errors.push(FieldError::invalid(
-            "spec.conversion.strategy",
-            strategy,
-            "must be None if spec.preserveUnknownFields is true",
-        ));
-    }
-    if strategy.is_empty() {
-        errors.push(FieldError::required("spec.conversion.strategy", ""));
-        return;
-    }
-    if strategy != "None" && strategy != "Webhook" {
-        errors.push(FieldError::not_supported(
-            "spec.conversion.strategy",
-            strategy,
-            &["None", "Webhook"],
-        ));
-        return;
-    }
-    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
-    let client_config = webhook
-        .and_then(|w| w.get("clientConfig"))
-        .filter(|c| !c.is_null());
-    let review_versions = webhook.and_then(|w| w.get("conversionReviewVersions"));
-    if strategy == "Webhook" {
-        const CLIENT_CONFIG: &str = "spec.conversion.webhookClientConfig";
-        match client_config {
-            None => errors.push(FieldError::required(
-                CLIENT_CONFIG,
-                "required when strategy is set to Webhook",
-            )),
-            Some(client) => errors.extend(crate::webhook_client::validate_client_config(
-                Some(client),
-                CLIENT_CONFIG,
-            )),
-        }
-        validate_review_versions(review_versions, errors);
-    } else {
-        if client_config.is_some() {
-            errors.push(FieldError::forbidden(
-                "spec.conversion.webhookClientConfig",
-                "should not be set when strategy is not set to Webhook",
-            ));
-        }
-        if review_versions
-            .and_then(Value::as_array)
-            .is_some_and(|v| !v.is_empty())
-        {
-            errors.push(FieldError::forbidden(
-                "spec.conversion.conversionReviewVersions",
-                "should not be set when strategy is not set to Webhook",
-            ));
-        }
-    }
-}
-
-/// Upstream's `validateConversionReviewVersions`: at least one, no duplicates, DNS-1035
-/// labels, and one of the versions it speaks.
-fn validate_review_versions(versions: Option<&Value>, errors: &mut Vec<FieldError>) {
-    const PATH: &str = "spec.conversion.conversionReviewVersions";
-    let versions = string_list(versions);
-    if versions.is_empty() {
-        errors.push(FieldError::required(PATH, ""));
-        return;
-    }
-    let mut seen = HashSet::new();
-    let mut known = false;
-    for (i, version) in versions.iter().enumerate() {
-        let at = format!("{PATH}[{i}]");
-        if !seen.insert(version.as_str()) {
-            errors.push(FieldError::invalid(&at, version, "duplicate version"));
-            continue;
-        }
-        for problem in validation::is_dns1035_label(version) {
-            errors.push(FieldError::invalid(&at, version, &problem));
-        }
-        known |= crate::crd::conversion::REVIEW_VERSIONS.contains(&version.as_str());
-    }
-    if !known {
-        errors.push(FieldError::invalid_literal(
-            PATH,
-            format!(
-                "[]string{{{}}}",
-                versions
-                    .iter()
-                    .map(|v| format!("{v:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            &format!(
-                "must include at least one of {}",
-                crate::crd::conversion::REVIEW_VERSIONS.join(", ")
-            ),
-        ));
-    }
 }
 
 /// Upstream `ValidateCustomResourceDefinitionNames`.
