@@ -512,7 +512,7 @@ fn validate_client_config(client: Option<&Value>, path: &str) -> Vec<FieldError>
     errors
 }
 
-fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
+pub(crate) fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let operations = string_list(rule.get("operations"));
     if operations.is_empty() {

@@ -39,7 +39,7 @@ struct Answer {
 }
 
 /// The namespace's labels, read at most once per request.
-type NamespaceLabels = Option<Map<String, Value>>;
+pub(super) type NamespaceLabels = Option<Map<String, Value>>;
 
 impl Webhooks {
     /// Runs the mutating webhooks that match the request on `object` (None on DELETE) and
@@ -126,17 +126,26 @@ impl Webhooks {
         Ok(warnings)
     }
 
-    /// Runs the validating webhooks that match the request, all at once, and returns their
-    /// warnings; the first refusal in webhook order answers.
+    /// Evaluates the ValidatingAdmissionPolicies that apply, then runs the validating webhooks
+    /// that match the request, all at once, and returns their warnings; the first refusal
+    /// (a policy's, else the first in webhook order) answers.
     pub async fn validate(&self, attributes: Attributes<'_>) -> ApiResult<Vec<String>> {
         if matching::is_exempt(attributes.resource) {
             return Ok(Vec::new());
         }
         let snapshot = self.snapshot().await?;
-        if snapshot.validating.is_empty() {
-            return Ok(Vec::new());
-        }
         let mut namespace_labels: NamespaceLabels = None;
+        // Policies first: upstream's ValidatingAdmissionPolicy plugin runs before the
+        // validating webhooks, and its denial ends admission.
+        let mut warnings = if snapshot.policies.is_empty() {
+            Vec::new()
+        } else {
+            self.validate_policies(&snapshot.policies, &attributes, &mut namespace_labels)
+                .await?
+        };
+        if snapshot.validating.is_empty() {
+            return Ok(warnings);
+        }
         let mut relevant = Vec::new();
         for hook in &snapshot.validating {
             if let Some(invocation) = self
@@ -165,7 +174,6 @@ impl Webhooks {
                     .map(|()| warnings),
             }
         });
-        let mut warnings = Vec::new();
         let mut first_error = None;
         for result in futures::future::join_all(calls).await {
             match result {
@@ -344,10 +352,9 @@ impl Webhooks {
     }
 }
 
-/// The `AdmissionReview` a webhook gets (upstream's `CreateV1AdmissionReview`).
 /// Upstream's 403 for match conditions that failed under `failurePolicy: Fail`:
 /// `<resource>.<group> "<name>" is forbidden: <error>`.
-fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiError {
+pub(super) fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiError {
     let resource = attributes.resource;
     let group_resource = if resource.group.is_empty() {
         resource.plural.clone()
@@ -368,7 +375,9 @@ fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiEr
     })
 }
 
-fn review(uid: &str, attributes: &Attributes<'_>, invocation: &Invocation) -> Value {
+/// The `AdmissionReview` a webhook gets (upstream's `CreateV1AdmissionReview`); policies
+/// build their `request` variable from it.
+pub(super) fn review(uid: &str, attributes: &Attributes<'_>, invocation: &Invocation) -> Value {
     let requested = attributes.resource;
     let (resource, object, old_object) = match invocation {
         Invocation::Own => (
