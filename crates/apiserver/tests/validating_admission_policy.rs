@@ -186,7 +186,7 @@ async fn the_replicas_limit_denies_over_five_through_kubectl_kube_rs_and_http() 
     let metrics = http.get("/metrics").await.body;
     let text = metrics.as_str().unwrap_or_default();
     assert!(
-        text.contains("apiserver_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"no_error\",enforcement_action=\"deny\"}"),
+        text.contains("apiserver_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",enforcement_action=\"deny\"}"),
         "{text}"
     );
     server.shutdown().await;

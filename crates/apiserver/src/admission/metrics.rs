@@ -3,7 +3,7 @@
 //!
 //! - `apiserver_admission_webhook_admission_duration_seconds{name,type,operation,rejected}`;
 //! - `apiserver_admission_webhook_rejection_count{name,type,operation,error_type,rejection_code}`;
-//! - `apiserver_validating_admission_policy_check_total{policy,policy_binding,error_type,enforcement_action}`;
+//! - `apiserver_validating_admission_policy_check_total{policy,policy_binding,enforcement_action}`;
 //! - `apiserver_validating_admission_policy_check_duration_seconds{…the same labels}`.
 //!
 //! The rejection count is exported as a gauge that only grows: prometheus-client would name
@@ -65,7 +65,6 @@ const POLICY_BUCKETS: [f64; 5] = [0.000_000_5, 0.001, 0.01, 0.1, 1.0];
 pub struct PolicyLabels {
     pub policy: String,
     pub policy_binding: String,
-    pub error_type: &'static str,
     pub enforcement_action: &'static str,
 }
 
@@ -153,19 +152,17 @@ impl WebhookMetrics {
     }
 
     /// One policy check's outcome and time (upstream `ObserveAdmission`/`ObserveRejection`/
-    /// `ObserveWarn`/`ObserveAudit`).
+    /// `ObserveWarn`/`ObserveAudit`; upstream classifies errors but labels none).
     pub fn observe_policy(
         &self,
         policy: &str,
         binding: &str,
-        error_type: &'static str,
         outcome: PolicyOutcome,
         elapsed: Duration,
     ) {
         let labels = PolicyLabels {
             policy: policy.to_string(),
             policy_binding: binding.to_string(),
-            error_type,
             enforcement_action: outcome.label(),
         };
         self.policy_checks.get_or_create(&labels).inc();

@@ -34,7 +34,7 @@
 //!   checked without a type checker ([`compile::validate_policy`], [`compile::validate_binding`]).
 //! - Metrics: `apiserver_validating_admission_policy_check_total` and
 //!   `apiserver_validating_admission_policy_check_duration_seconds`, labelled `policy`,
-//!   `policy_binding`, `error_type`, `enforcement_action` ([`super::metrics`]).
+//!   `policy_binding`, `enforcement_action` ([`super::metrics`]).
 //!
 //! # Assumptions
 //! - Policies and bindings passed validation; a stored policy whose expression does not
@@ -70,7 +70,7 @@ use super::matching::{self, Invocation};
 use super::metrics::PolicyOutcome;
 use super::{Attributes, Webhooks};
 use crate::cel::plain_value;
-use crate::resources::ResourceType;
+use crate::resources::{Catalog, ResourceType};
 use crate::status::{ApiError, ApiResult, Cause, Details};
 
 pub mod compile;
@@ -269,16 +269,10 @@ impl Webhooks {
                     };
                     let elapsed = started.elapsed();
                     for decision in &outcome.decisions {
-                        let error_type = if decision.error {
-                            "invalid_error"
-                        } else {
-                            "no_error"
-                        };
                         let observe = |action: PolicyOutcome| {
                             self.metrics.observe_policy(
                                 &policy.name,
                                 &binding.name,
-                                error_type,
                                 action,
                                 elapsed,
                             )
@@ -325,7 +319,6 @@ impl Webhooks {
                                 self.metrics.observe_policy(
                                     &policy.name,
                                     &binding.name,
-                                    "invalid_error",
                                     PolicyOutcome::Deny,
                                     elapsed,
                                 );
@@ -364,14 +357,25 @@ impl Webhooks {
         attributes: &Attributes<'_>,
         namespace_labels: &mut NamespaceLabels,
     ) -> Result<Option<Invocation>, String> {
-        if named_rules_match(&resources.exclude_rules, resources.exact, attributes, self).is_some()
+        if named_rules_match(
+            &resources.exclude_rules,
+            resources.exact,
+            attributes,
+            &self.catalog,
+        )
+        .is_some()
         {
             return Ok(None);
         }
         let invocation = if resources.resource_rules.is_empty() {
             Invocation::Own
         } else {
-            match named_rules_match(&resources.resource_rules, resources.exact, attributes, self) {
+            match named_rules_match(
+                &resources.resource_rules,
+                resources.exact,
+                attributes,
+                &self.catalog,
+            ) {
                 Some(invocation) => invocation,
                 None => return Ok(None),
             }
@@ -544,7 +548,7 @@ fn named_rules_match(
     rules: &[compile::NamedRule],
     exact: bool,
     attributes: &Attributes<'_>,
-    webhooks: &Webhooks,
+    catalog: &Catalog,
 ) -> Option<Invocation> {
     let own = attributes.resource;
     let names_match =
@@ -558,7 +562,7 @@ fn named_rules_match(
     if exact || rules.is_empty() {
         return None;
     }
-    let equivalents = matching::equivalent_resources(own, &webhooks.catalog);
+    let equivalents = matching::equivalent_resources(own, catalog);
     for rule in rules {
         for equivalent in &equivalents {
             // Upstream does not check resourceNames against an equivalent match.
@@ -624,4 +628,106 @@ fn denied(attributes: &Attributes<'_>, denial: &Denial) -> ApiError {
         }],
         ..details
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::Operation;
+
+    fn rules(value: Value) -> Vec<compile::NamedRule> {
+        let policy = compile::compile_policy(&json!({
+            "metadata": {"name": "p"},
+            "spec": {"matchConstraints": {"resourceRules": value}, "validations": [{"expression": "true"}]},
+        }));
+        policy
+            .match_constraints
+            .map(|m| m.resource_rules)
+            .unwrap_or_default()
+    }
+
+    fn attributes<'a>(resource: &'a ResourceType, name: &'a str) -> Attributes<'a> {
+        Attributes {
+            resource,
+            subresource: None,
+            operation: Operation::Create,
+            namespace: Some("default"),
+            name,
+            object: None,
+            old_object: None,
+            dry_run: false,
+            options: &Value::Null,
+            user: &Value::Null,
+            kind_override: None,
+        }
+    }
+
+    #[test]
+    fn named_rules_check_resource_names_and_equivalents() {
+        let catalog = Catalog::with_builtins();
+        let configmaps = catalog.lookup("", "v1", "configmaps").expect("configmaps");
+        let named = rules(
+            json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+            "resources": ["configmaps"], "resourceNames": ["checked"]}]),
+        );
+        assert!(
+            named_rules_match(&named, false, &attributes(&configmaps, "checked"), &catalog)
+                .is_some()
+        );
+        assert!(
+            named_rules_match(&named, false, &attributes(&configmaps, "other"), &catalog).is_none()
+        );
+        let events = catalog.lookup("", "v1", "events").expect("core events");
+        let new_events = rules(
+            json!([{"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"],
+            "operations": ["*"], "resources": ["events"]}]),
+        );
+        assert!(matches!(
+            named_rules_match(&new_events, false, &attributes(&events, "e"), &catalog),
+            Some(Invocation::Equivalent(_))
+        ));
+        assert!(
+            named_rules_match(&new_events, true, &attributes(&events, "e"), &catalog).is_none()
+        );
+    }
+
+    #[test]
+    fn a_denial_is_upstreams_status() {
+        let catalog = Catalog::with_builtins();
+        let deployments = catalog
+            .lookup("apps", "v1", "deployments")
+            .expect("deployments");
+        let denial = |reason: Option<&str>| Denial {
+            policy: "p".into(),
+            binding: Some("b".into()),
+            message: "too many".into(),
+            reason: reason.map(str::to_string),
+        };
+        let error = denied(&attributes(&deployments, "web"), &denial(None));
+        assert_eq!((error.code, error.reason), (422, "Invalid"));
+        assert_eq!(
+            error.message,
+            "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too many"
+        );
+        let details = error.details.expect("details");
+        assert_eq!(details.kind, "deployments");
+        assert_eq!(details.group, "apps");
+        assert_eq!(
+            details.causes[0].message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too many"
+        );
+        for (reason, code) in [
+            ("Forbidden", 403),
+            ("Unauthorized", 401),
+            ("RequestEntityTooLarge", 413),
+            ("Invalid", 422),
+        ] {
+            assert_eq!(
+                denied(&attributes(&deployments, "web"), &denial(Some(reason))).code,
+                code
+            );
+        }
+    }
 }
