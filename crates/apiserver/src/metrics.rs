@@ -209,12 +209,12 @@ impl Metrics {
         // prometheus-client appends `_total` to counters itself.
         registry.register(
             "validating_admission_policy_check",
-            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken",
             webhooks.policy_checks.clone(),
         );
         registry.register(
             "validating_admission_policy_check_duration_seconds",
-            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.",
+            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken",
             webhooks.policy_duration.clone(),
         );
     }

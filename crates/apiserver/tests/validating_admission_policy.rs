@@ -268,6 +268,30 @@ async fn message_expressions_reasons_variables_and_warn() {
         reply.warnings,
         vec!["299 - \"Validation failed for ValidatingAdmissionPolicy 'limit.example.com' with binding 'limit-deny.example.com': replicas 5 over 3\"".to_string()]
     );
+    // Audit alone: stored, and nothing reaches the client (the two Warn+Audit requests
+    // above and this one are counted as audited). The sentinel is the Warn
+    // request above, answered by the same policy: this one differs only by the action.
+    http.put(
+        &format!("{BINDINGS}/limit-deny.example.com"),
+        &binding(
+            "limit-deny.example.com",
+            "limit.example.com",
+            json!({"validationActions": ["Audit"]}),
+        ),
+    )
+    .await
+    .expect(200);
+    let reply = http
+        .post(&deployments("default"), &deployment("audited", 5))
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    let metrics = http.get("/metrics").await.body;
+    let text = metrics.as_str().unwrap_or_default();
+    assert!(
+        text.contains("apiserver_validating_admission_policy_check_total{policy=\"limit.example.com\",policy_binding=\"limit-deny.example.com\",enforcement_action=\"audit\"} 3"),
+        "{text}"
+    );
     server.shutdown().await;
 }
 
@@ -342,6 +366,41 @@ async fn params_come_from_a_config_map_and_a_missing_one_follows_the_binding() {
     .await
     .expect(200);
     http.post(&deployments("default"), &deployment("many", 50))
+        .await
+        .expect(201);
+    // paramRef.selector: the policy is evaluated once per matching param; the strictest
+    // one denies.
+    for (name, max) in [("roomy", "10"), ("tight", "1")] {
+        http.post(
+            "/api/v1/namespaces/default/configmaps",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "labels": {"limits": "yes"}}, "data": {"maxReplicas": max}}),
+        )
+        .await
+        .expect(201);
+    }
+    http.put(
+        &format!("{BINDINGS}/param-deny.example.com"),
+        &binding(
+            "param-deny.example.com",
+            "param-limit.example.com",
+            json!({"paramRef": {"selector": {"matchLabels": {"limits": "yes"}}, "parameterNotFoundAction": "Deny"}}),
+        ),
+    )
+    .await
+    .expect(200);
+    let body = http
+        .post(&deployments("default"), &deployment("five", 5))
+        .await
+        .expect_failure(422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("denied request: at most 1 replicas (tight)"),
+        "{body}"
+    );
+    http.post(&deployments("default"), &deployment("one", 1))
         .await
         .expect(201);
     server.shutdown().await;
