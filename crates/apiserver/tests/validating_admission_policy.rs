@@ -522,6 +522,33 @@ async fn a_runtime_error_follows_the_failure_policy() {
     )
     .await
     .expect(201);
+    // A paramKind no resource serves is a configuration error of the policy.
+    let mut unknown = policy("Fail");
+    unknown["metadata"]["name"] = json!("unknown-param.example.com");
+    unknown["spec"]["paramKind"] = json!({"apiVersion": "example.com/v1", "kind": "BadParamKind"});
+    unknown["spec"]["matchConstraints"]["resourceRules"][0]["resourceNames"] = json!(["params"]);
+    http.post(POLICIES, &unknown).await.expect(201);
+    http.post(
+        BINDINGS,
+        &binding(
+            "unknown-param.example.com",
+            "unknown-param.example.com",
+            json!({"paramRef": {"name": "p", "parameterNotFoundAction": "Allow"}}),
+        ),
+    )
+    .await
+    .expect(201);
+    let body = http
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            &config_map("params"),
+        )
+        .await
+        .expect_failure(422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "configmaps \"params\" is forbidden: ValidatingAdmissionPolicy 'unknown-param.example.com' denied request: failed to configure policy: failed to find resource referenced by paramKind: 'example.com/v1, Kind=BadParamKind'"
+    );
     server.shutdown().await;
 }
 

@@ -166,6 +166,8 @@ pub struct Policy {
     /// keeps out of the store): upstream's configuration error, which its failure policy
     /// decides.
     pub configuration_error: Option<String>,
+    /// Some expression reads `namespaceObject`: only then is the namespace read per request.
+    pub uses_namespace_object: bool,
 }
 
 /// `paramRef` of a binding.
@@ -268,7 +270,7 @@ pub fn compile_policy(object: &Value) -> Policy {
             .cloned()
             .unwrap_or_default()
     };
-    let match_conditions = list("matchConditions")
+    let match_conditions: Vec<Expression> = list("matchConditions")
         .iter()
         .enumerate()
         .filter_map(|(i, c)| {
@@ -278,7 +280,7 @@ pub fn compile_policy(object: &Value) -> Policy {
             )
         })
         .collect();
-    let variables = list("variables")
+    let variables: Vec<(String, Expression)> = list("variables")
         .iter()
         .enumerate()
         .filter_map(|(i, v)| {
@@ -308,7 +310,7 @@ pub fn compile_policy(object: &Value) -> Policy {
             reason: v.get("reason").and_then(Value::as_str).map(str::to_string),
         });
     }
-    let audit_annotations = list("auditAnnotations")
+    let audit_annotations: Vec<(String, Expression)> = list("auditAnnotations")
         .iter()
         .enumerate()
         .filter_map(|(i, a)| {
@@ -325,6 +327,16 @@ pub fn compile_policy(object: &Value) -> Policy {
             text(p, "kind").to_string(),
         )
     });
+    let uses_namespace_object = {
+        let mut all = match_conditions
+            .iter()
+            .chain(variables.iter().map(|(_, e)| e))
+            .chain(audit_annotations.iter().map(|(_, e)| e))
+            .chain(validations.iter().flat_map(|v: &Validation| {
+                std::iter::once(&v.expression).chain(v.message_expression.as_ref())
+            }));
+        all.any(|e: &Expression| e.program.references().has_variable("namespaceObject"))
+    };
     Policy {
         name,
         fail_open: text(spec, "failurePolicy") == "Ignore",
@@ -335,6 +347,7 @@ pub fn compile_policy(object: &Value) -> Policy {
         validations,
         audit_annotations,
         configuration_error: (!errors.is_empty()).then(|| errors.join("; ")),
+        uses_namespace_object,
     }
 }
 
@@ -926,6 +939,12 @@ mod tests {
             vec!["replicas".to_string()]
         );
         assert!(compiled.validations[0].message_expression.is_some());
+        assert!(!compiled.uses_namespace_object);
+        let reading = compile_policy(&policy(json!({
+            "matchConstraints": rules(),
+            "validations": [{"expression": "true", "messageExpression": "namespaceObject.metadata.name"}],
+        })));
+        assert!(reading.uses_namespace_object);
     }
 
     #[test]

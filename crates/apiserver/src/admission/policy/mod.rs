@@ -26,9 +26,10 @@
 //!   `Validation failed for ValidatingAdmissionPolicy '<policy>' with binding '<binding>':
 //!   <message>`; `Audit` logs the failure (see Caveats).
 //! - Failures to evaluate follow `failurePolicy`: `Fail` (the default) makes them denials
-//!   (reason Invalid); `Ignore` admits. Configuration errors (a param that is missing under
-//!   `parameterNotFoundAction: Deny`, an unknown `paramKind`, a namespaced param for a
-//!   cluster-scoped request) deny as `failed to configure binding: …` under `Fail`.
+//!   (reason Invalid); `Ignore` admits. Configuration errors deny under `Fail`: an unknown
+//!   `paramKind` as `failed to configure policy: …`, a param that is missing under
+//!   `parameterNotFoundAction: Deny` or a namespaced param for a cluster-scoped request as
+//!   `failed to configure binding: …`.
 //! - Policies never apply to the admission configuration kinds themselves.
 //! - Writing a policy or binding refuses what upstream's validation refuses that can be
 //!   checked without a type checker ([`compile::validate_policy`], [`compile::validate_binding`]).
@@ -213,6 +214,22 @@ impl Webhooks {
                 configuration_error(policy, None, error, &mut denials);
                 continue;
             }
+            // A paramKind no served resource has (upstream resolves it when the policy is
+            // loaded; Finale here, since CRDs come and go between reloads).
+            if let Some((api_version, kind)) = &policy.param_kind
+                && self.catalog.lookup_kind(api_version, kind).is_none()
+            {
+                let group_version = if api_version.contains('/') {
+                    api_version.clone()
+                } else {
+                    format!("/{api_version}")
+                };
+                let error = format!(
+                    "failed to find resource referenced by paramKind: '{group_version}, Kind={kind}'"
+                );
+                configuration_error(policy, None, &error, &mut denials);
+                continue;
+            }
             // The request as the policy sees it: converted to the matched resource.
             let request = review("", attributes, &invocation);
             let request = request.get("request").cloned().unwrap_or(Value::Null);
@@ -251,7 +268,8 @@ impl Webhooks {
                         continue;
                     }
                 };
-                if namespace_object.is_none() {
+                // Read once per request, and only for policies that read it.
+                if namespace_object.is_none() && policy.uses_namespace_object {
                     namespace_object = Some(self.namespace_object(attributes).await?);
                 }
                 let namespace_value = namespace_object.clone().unwrap_or(cel::Value::Null);
@@ -421,12 +439,10 @@ impl Webhooks {
         else {
             return Ok(vec![None]);
         };
-        let resource = self.catalog.lookup_kind(api_version, kind).ok_or_else(|| {
-            let group_version = api_version
-                .rsplit_once('/')
-                .map_or(format!("/{api_version}"), |(g, v)| format!("{g}/{v}"));
-            format!("paramKind kind `{group_version}, Kind={kind}` not known")
-        })?;
+        let resource = self
+            .catalog
+            .lookup_kind(api_version, kind)
+            .ok_or_else(|| format!("paramKind kind `{api_version}, Kind={kind}` not known"))?;
         let namespace = if resource.namespaced {
             let request_namespace = attributes
                 .namespace
