@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod authn;
 pub mod authz;
+pub mod cel;
 pub mod controllers;
 pub mod crd;
 pub mod deletion;

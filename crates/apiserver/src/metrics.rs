@@ -219,6 +219,17 @@ impl Metrics {
             "Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify an error type (calling_webhook_error or apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
             webhooks.rejections.clone(),
         );
+        // prometheus-client appends `_total` to counters itself.
+        registry.register(
+            "validating_admission_policy_check",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken",
+            webhooks.policy_checks.clone(),
+        );
+        registry.register(
+            "validating_admission_policy_check_duration_seconds",
+            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken",
+            webhooks.policy_duration.clone(),
+        );
     }
 
     pub fn new() -> Self {

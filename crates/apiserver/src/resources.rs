@@ -1104,8 +1104,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .typed::<networking::v1::ServiceCIDR>()
         .status()
         .0,
-        // Webhook configurations are called for real (crate::admission); admission policies
-        // are stored and served but not evaluated yet (docs/compatibility.md).
+        // Webhook configurations are called for real and ValidatingAdmissionPolicies evaluated
+        // with their bindings (crate::admission).
         Builtin::new(
             "admissionregistration.k8s.io",
             "v1",
@@ -1140,6 +1140,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .typed::<admissionregistration::v1::ValidatingAdmissionPolicy>()
         .status()
         .generation()
+        .write_defaults(crate::admission::default_policy)
+        .validation(crate::admission::validate_policy)
         .0,
         Builtin::new(
             "admissionregistration.k8s.io",
@@ -1150,6 +1152,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
         .generation()
+        .write_defaults(crate::admission::default_binding)
+        .validation(crate::admission::validate_binding)
         .0,
         // API priority and fairness configuration: stored; requests are bounded by
         // --max-requests-inflight instead.

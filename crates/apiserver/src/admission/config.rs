@@ -411,7 +411,7 @@ fn validate_configuration(object: &Value, old: Option<&Value>, mutating: bool) -
     errors
 }
 
-fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
+pub(crate) fn validate_rule(rule: &Value, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let operations = string_list(rule.get("operations"));
     if operations.is_empty() {

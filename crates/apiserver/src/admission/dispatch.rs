@@ -42,7 +42,7 @@ struct Answer {
 }
 
 /// The namespace's labels, read at most once per request.
-type NamespaceLabels = Option<Map<String, Value>>;
+pub(super) type NamespaceLabels = Option<Map<String, Value>>;
 
 impl Webhooks {
     /// Runs the mutating webhooks that match the request on `object` (None on DELETE) and
@@ -137,17 +137,26 @@ impl Webhooks {
         Ok(warnings)
     }
 
-    /// Runs the validating webhooks that match the request, all at once, and returns their
-    /// warnings; the first refusal in webhook order answers.
+    /// Evaluates the ValidatingAdmissionPolicies that apply, then runs the validating webhooks
+    /// that match the request, all at once, and returns their warnings; the first refusal
+    /// (a policy's, else the first in webhook order) answers.
     pub async fn validate(&self, attributes: Attributes<'_>) -> ApiResult<Vec<String>> {
         if matching::is_exempt(attributes.resource) {
             return Ok(Vec::new());
         }
         let snapshot = self.snapshot().await?;
-        if snapshot.validating.is_empty() {
-            return Ok(Vec::new());
-        }
         let mut namespace_labels: NamespaceLabels = None;
+        // Policies first: upstream's ValidatingAdmissionPolicy plugin runs before the
+        // validating webhooks, and its denial ends admission.
+        let mut warnings = if snapshot.policies.is_empty() {
+            Vec::new()
+        } else {
+            self.validate_policies(&snapshot.policies, &attributes, &mut namespace_labels)
+                .await?
+        };
+        if snapshot.validating.is_empty() {
+            return Ok(warnings);
+        }
         let mut relevant = Vec::new();
         for hook in &snapshot.validating {
             if let Some(invocation) = self
@@ -176,7 +185,6 @@ impl Webhooks {
                     .map(|()| warnings),
             }
         });
-        let mut warnings = Vec::new();
         let mut first_error = None;
         for result in futures::future::join_all(calls).await {
             match result {
@@ -368,7 +376,7 @@ impl Webhooks {
     }
 
     /// The request's object and old object in the invocation's version.
-    async fn invocation_objects(
+    pub(super) async fn invocation_objects(
         &self,
         attributes: &Attributes<'_>,
         invocation: &Invocation,
@@ -432,10 +440,9 @@ impl Webhooks {
     }
 }
 
-/// The `AdmissionReview` a webhook gets (upstream's `CreateV1AdmissionReview`).
 /// Upstream's 403 for match conditions that failed under `failurePolicy: Fail`:
 /// `<resource>.<group> "<name>" is forbidden: <error>`.
-fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiError {
+pub(super) fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiError {
     let resource = attributes.resource;
     let group_resource = if resource.group.is_empty() {
         resource.plural.clone()
@@ -456,8 +463,10 @@ fn match_conditions_forbidden(attributes: &Attributes<'_>, error: &str) -> ApiEr
     })
 }
 
-/// `object` and `old_object` are the request's, already in the invocation's version.
-fn review(
+/// The `AdmissionReview` a webhook gets (upstream's `CreateV1AdmissionReview`); policies
+/// build their `request` variable from it. `object` and `old_object` are the request's,
+/// already in the invocation's version.
+pub(super) fn review(
     uid: &str,
     attributes: &Attributes<'_>,
     invocation: &Invocation,

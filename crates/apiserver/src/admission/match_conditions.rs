@@ -34,7 +34,7 @@ use std::sync::Arc;
 use kube_cel::cel::{self, Program};
 use serde_json::Value;
 
-use crate::crd::cel::{error_text, plain_value, with_base_context};
+use crate::cel::{error_text, literal_type_other_than, plain_value, with_base_context};
 use crate::validation::{self, FieldError};
 
 /// Upstream's limit on conditions per webhook.
@@ -109,25 +109,14 @@ pub fn validate(conditions: Option<&Value>, path: &str) -> Vec<FieldError> {
     errors
 }
 
-/// Parses one expression, with upstream's detail when it cannot be a condition.
-fn parse(expression: &str) -> Result<Program, String> {
+/// Parses one expression, with upstream's detail when it cannot be a condition (also used for
+/// the `matchConditions` of ValidatingAdmissionPolicies).
+pub(crate) fn parse(expression: &str) -> Result<Program, String> {
     let program =
         Program::compile(expression).map_err(|errors| format!("compilation failed: {errors}"))?;
-    // Without a type checker, only a scalar literal's type is known before it runs.
-    if let cel::common::ast::Expr::Literal(literal) = &program.expression().expr {
-        use cel::common::ast::LiteralValue;
-        let type_name = match literal {
-            LiteralValue::Boolean(_) => None,
-            LiteralValue::Int(_) => Some("int"),
-            LiteralValue::UInt(_) => Some("uint"),
-            LiteralValue::Double(_) => Some("double"),
-            LiteralValue::String(_) => Some("string"),
-            LiteralValue::Bytes(_) => Some("bytes"),
-            LiteralValue::Null => Some("null_type"),
-        };
-        if let Some(type_name) = type_name {
-            return Err(format!("must evaluate to bool but got {type_name}"));
-        }
+    // Without a type checker, only a literal's type is known before it runs.
+    if let Some(type_name) = literal_type_other_than(program.expression(), "bool") {
+        return Err(format!("must evaluate to bool but got {type_name}"));
     }
     Ok(program)
 }

@@ -13,6 +13,7 @@ use super::config::{Hook, Rule};
 use super::{Attributes, Operation};
 use crate::object;
 use crate::resources::{Catalog, ResourceType};
+use crate::selectors::LabelSelector;
 
 /// The kinds no webhook is ever called for, so that a broken webhook cannot lock its own
 /// configuration away (upstream's `IsExemptAdmissionConfigurationResource`).
@@ -35,7 +36,11 @@ fn exact_or_wildcard(items: &[String], requested: &str) -> bool {
 
 /// One rule against the request, as if it were made to `resource` (the request's own
 /// resource, or an equivalent one under `matchPolicy: Equivalent`).
-fn rule_matches(rule: &Rule, attributes: &Attributes<'_>, resource: &ResourceType) -> bool {
+pub(crate) fn rule_matches(
+    rule: &Rule,
+    attributes: &Attributes<'_>,
+    resource: &ResourceType,
+) -> bool {
     let is_namespace = resource.is_namespace();
     let scope = match rule.scope.as_str() {
         "Namespaced" => !is_namespace && attributes.namespace.is_some_and(|n| !n.is_empty()),
@@ -99,7 +104,10 @@ pub fn invocation_resource(
 /// Other served resources whose objects are the same stored objects: the other versions of a
 /// custom resource, and Finale's storage views (`events.k8s.io/v1` Events and core Events,
 /// `autoscaling/v1` and `autoscaling/v2` HPAs).
-fn equivalent_resources(resource: &ResourceType, catalog: &Catalog) -> Vec<Arc<ResourceType>> {
+pub(crate) fn equivalent_resources(
+    resource: &ResourceType,
+    catalog: &Catalog,
+) -> Vec<Arc<ResourceType>> {
     let prefix = resource.key_prefix();
     let mut equivalents: Vec<Arc<ResourceType>> = catalog
         .all()
@@ -131,7 +139,15 @@ pub fn convert(from: &ResourceType, to: &ResourceType, object: &Value) -> Value 
 /// `objectSelector`: matches when either the new or the old object's labels match (an absent
 /// object never does); an empty selector matches everything.
 pub fn object_selector_matches(hook: &Hook, attributes: &Attributes<'_>) -> Result<bool, String> {
-    let selector = hook.object_selector.as_ref().map_err(Clone::clone)?;
+    selector_matches_objects(&hook.object_selector, attributes)
+}
+
+/// [`object_selector_matches`] for any parsed selector (policies have them too).
+pub fn selector_matches_objects(
+    selector: &Result<LabelSelector, String>,
+    attributes: &Attributes<'_>,
+) -> Result<bool, String> {
+    let selector = selector.as_ref().map_err(Clone::clone)?;
     if selector.is_empty() {
         return Ok(true);
     }
@@ -142,12 +158,17 @@ pub fn object_selector_matches(hook: &Hook, attributes: &Attributes<'_>) -> Resu
 /// Whether the hook's namespace selector needs the namespace's labels for this request:
 /// cluster-scoped requests (but Namespaces themselves) and empty selectors always match.
 pub fn needs_namespace_labels(hook: &Hook, attributes: &Attributes<'_>) -> bool {
+    selector_needs_namespace_labels(&hook.namespace_selector, attributes)
+}
+
+/// [`needs_namespace_labels`] for any parsed namespace selector.
+pub fn selector_needs_namespace_labels(
+    selector: &Result<LabelSelector, String>,
+    attributes: &Attributes<'_>,
+) -> bool {
     let namespaced = attributes.namespace.is_some_and(|n| !n.is_empty());
     (namespaced || attributes.resource.is_namespace())
-        && hook
-            .namespace_selector
-            .as_ref()
-            .map_or(true, |s| !s.is_empty())
+        && selector.as_ref().map_or(true, |s| !s.is_empty())
 }
 
 /// The labels a Namespace request is matched by: the object's own on CREATE and UPDATE of the
@@ -172,7 +193,6 @@ mod tests {
 
     use super::*;
     use crate::admission::config::{Endpoint, HookType, SideEffects};
-    use crate::selectors::LabelSelector;
 
     fn hook(rules: Vec<Rule>) -> Hook {
         Hook {

@@ -1,5 +1,6 @@
 //! Admission webhooks: the `MutatingWebhookConfiguration`s and
-//! `ValidatingWebhookConfiguration`s of `admissionregistration.k8s.io/v1`, called for real.
+//! `ValidatingWebhookConfiguration`s of `admissionregistration.k8s.io/v1`, called for real;
+//! and `ValidatingAdmissionPolicy`s with their bindings, evaluated in process ([`policy`]).
 //!
 //! The registry calls [`Webhooks::mutate`] and [`Webhooks::validate`] from its admission
 //! step, so every write goes through them: HTTP requests and the in-process controllers
@@ -20,7 +21,10 @@
 //!   `failurePolicy: Fail`, and is skipped under `Ignore`.
 //! - A dry run never calls a webhook whose `sideEffects` is not `None`/`NoneOnDryRun`: the
 //!   request is refused with upstream's `admission webhook "NAME" does not support dry run`.
-//! - Configuration changes take effect on the next request: a write of a configuration
+//! - ValidatingAdmissionPolicies run in the validating step, before the validating webhooks
+//!   (upstream's plugin order); a denial by one means no validating webhook is called.
+//! - Configuration changes (webhook configurations, policies and bindings alike) take effect
+//!   on the next request: a write of a configuration
 //!   through this replica invalidates the cached set before it is acknowledged, and writes
 //!   through other replicas invalidate it when their watch event arrives.
 //! - Webhooks are never called for the admission configuration kinds themselves.
@@ -62,10 +66,12 @@ mod dispatch;
 pub mod match_conditions;
 pub mod matching;
 pub mod metrics;
+pub mod policy;
 pub mod refusals;
 
 pub use config::{default_mutating, default_validating, validate_mutating, validate_validating};
 pub use metrics::WebhookMetrics;
+pub use policy::{default_binding, default_policy, validate_binding, validate_policy};
 
 use config::{Hook, HookType};
 
@@ -134,6 +140,8 @@ struct Snapshot {
     epoch: u64,
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
+    /// ValidatingAdmissionPolicies with their bindings ([`policy`]).
+    policies: Vec<policy::PolicyHook>,
 }
 
 /// The admission webhooks of one server: the cached configurations, the HTTPS clients and
@@ -148,6 +156,8 @@ pub struct Webhooks {
     /// CRD conversion webhooks, for custom objects sent in another version than requested.
     converter: Arc<crate::crd::conversion::Converter>,
     metrics: Arc<WebhookMetrics>,
+    /// Compiled policies and bindings, reused across reloads while unchanged.
+    policy_cache: std::sync::Mutex<policy::CompileCache>,
 }
 
 impl std::fmt::Debug for Webhooks {
@@ -173,6 +183,7 @@ impl Webhooks {
             clients,
             converter,
             metrics: Arc::new(WebhookMetrics::default()),
+            policy_cache: std::sync::Mutex::default(),
         }
     }
 
@@ -191,9 +202,16 @@ impl Webhooks {
         &self.converter
     }
 
-    /// Whether a store key holds a webhook configuration.
+    /// Whether a store key holds a webhook configuration, an admission policy or a binding.
     pub fn is_configuration_key(key: &str) -> bool {
-        key.starts_with(MUTATING_PREFIX) || key.starts_with(VALIDATING_PREFIX)
+        [
+            MUTATING_PREFIX,
+            VALIDATING_PREFIX,
+            policy::POLICY_PREFIX,
+            policy::BINDING_PREFIX,
+        ]
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
     }
 
     /// Forgets the cached configurations: the next request reads them again.
@@ -243,12 +261,14 @@ impl Webhooks {
         }
         let mut mutating = self.load(MUTATING_PREFIX, HookType::Mutating).await?;
         let validating = self.load(VALIDATING_PREFIX, HookType::Validating).await?;
+        let policies = self.load_policies().await?;
         // Upstream sorts mutating webhooks by configuration name, then position.
         mutating.sort_by(|a, b| (&a.configuration, a.index).cmp(&(&b.configuration, b.index)));
         let snapshot = Arc::new(Snapshot {
             epoch,
             mutating,
             validating,
+            policies,
         });
         let mut slot = self
             .snapshot
@@ -292,7 +312,9 @@ impl Webhooks {
             return Ok(false);
         }
         let snapshot = self.snapshot().await?;
-        Ok(!snapshot.mutating.is_empty() || !snapshot.validating.is_empty())
+        Ok(!snapshot.mutating.is_empty()
+            || !snapshot.validating.is_empty()
+            || !snapshot.policies.is_empty())
     }
 
     /// The labels of namespace `name`, read from the store; a missing namespace is upstream's

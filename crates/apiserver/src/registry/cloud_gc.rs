@@ -5,8 +5,9 @@
 //! A CRD's schema cannot reach `metadata.annotations` (Kubernetes lets root CEL rules read
 //! only `metadata.name` and `generateName`), and an unknown GC task must be refused before it
 //! is stored, never ignored at deletion time. On a real Kubernetes cluster this is a
-//! validating webhook's or a `ValidatingAdmissionPolicy`'s job; Finale has neither, so the
-//! registry runs this hook for that one kind, next to the schema validation. The operator
+//! validating webhook's or a `ValidatingAdmissionPolicy`'s job; Finale evaluates both, but a
+//! check the product depends on must not hinge on an object a cluster admin can delete, so
+//! the registry runs this hook for that one kind, next to the schema validation. The operator
 //! checks the same rules again and reports them in the `Ready` condition, for servers without
 //! this hook.
 //!

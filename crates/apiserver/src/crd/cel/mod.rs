@@ -10,7 +10,8 @@
 //! OpenAPI validation. Expressions are parsed and run by the `cel` crate with the Kubernetes
 //! libraries of [`kube_cel`] (lists, sets, regex, URLs, quantity, IP/CIDR, semver, format).
 //!
-//! Values reach rules through `values` (JSON to CEL, as upstream's `UnstructuredToVal`).
+//! Values reach rules through [`crate::cel::values`] (JSON to CEL, as upstream's
+//! `UnstructuredToVal`), with the rule tree as their schema.
 //!
 //! Facts follow Kubernetes 1.33: apiextensions-apiserver `pkg/apiserver/schema/cel`
 //! (`validation.go`, `compilation.go`) and `pkg/apis/apiextensions/validation`.
@@ -67,24 +68,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kube_cel::KubeCelExt as _;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use kube_cel::cel::objects::OptionalValue;
-use kube_cel::cel::{self, Context, ExecutionError, Program};
+use kube_cel::cel::{self, ExecutionError, Program};
 use serde_json::Value;
 
+use crate::cel::values::{ValueFormat, ValueSchema, to_cel};
+pub use crate::cel::{PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
+use crate::cel::{error_text, usable_message, with_base_context};
 use crate::validation::{FieldError, FieldErrorReason, go_quote};
-
-mod values;
-
-use values::to_cel;
-
-/// Upstream `celconfig.PerCallLimit`: the most one evaluation may cost.
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
-/// Upstream `celconfig.RuntimeCELCostBudget`: the most all evaluations of one write may cost.
-pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
-/// Upstream `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
-const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
 
 /// The `reason`s a rule may give, sorted as upstream lists them.
 const SUPPORTED_REASONS: [&str; 4] = [
@@ -151,13 +143,28 @@ struct RuleNode {
     has_rules: bool,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum ValueFormat {
-    #[default]
-    Plain,
-    DateTime,
-    Duration,
-    Bytes,
+impl ValueSchema for RuleNode {
+    fn type_name(&self) -> &str {
+        &self.type_name
+    }
+    fn format(&self) -> ValueFormat {
+        self.format
+    }
+    fn resource_root(&self) -> bool {
+        self.resource_root
+    }
+    fn items(&self) -> Option<&Self> {
+        self.items.as_deref()
+    }
+    fn property(&self, name: &str) -> Option<&Self> {
+        self.properties.get(name)
+    }
+    fn additional(&self) -> Option<&Self> {
+        self.additional.as_deref()
+    }
+    fn is_plain_map(&self) -> bool {
+        self.is_map && self.properties.is_empty()
+    }
 }
 
 /// One rule as written.
@@ -701,12 +708,6 @@ struct Evaluation {
     outcome: CelOutcome,
 }
 
-thread_local! {
-    /// The CEL standard library plus Kubernetes' libraries, registered once per thread; each
-    /// node evaluation opens an inner scope over it.
-    static BASE_CONTEXT: Context<'static> = Context::default().with_all();
-}
-
 impl CelValidator {
     /// Runs every rule on `object` (pruned, defaulted and OpenAPI-valid); `old` is the stored
     /// object on updates.
@@ -853,7 +854,7 @@ fn evaluate_rules(
         if !charge(evaluation, cost, field, &node.type_name, &rule.source) {
             return;
         }
-        let result = BASE_CONTEXT.with(|base| {
+        let result = with_base_context(|base| {
             let mut scope = base.new_inner_scope();
             scope.add_variable_from_value("self", self_value.clone());
             if optional_old_self {
@@ -949,14 +950,7 @@ fn charge(
 /// single-line and at most 5 KiB once trimmed.
 fn evaluated_message(result: cel::ResolveResult) -> Option<String> {
     match result {
-        Ok(cel::Value::String(text)) => {
-            let trimmed = text.trim();
-            let usable = !trimmed.is_empty()
-                && !trimmed.contains('\n')
-                && trimmed.len() <= MAX_MESSAGE_EXPRESSION_BYTES;
-            usable.then(|| trimmed.to_string())
-        }
-        Ok(_) => None,
+        Ok(value) => usable_message(&value),
         Err(error) => {
             tracing::debug!(%error, "messageExpression evaluation failed");
             None
@@ -988,28 +982,6 @@ fn runtime_error_message(error: &ExecutionError, source: &RuleSource) -> String 
         ),
         other => format!("{} evaluating rule: {rule}", error_text(other)),
     }
-}
-
-/// An evaluation error as cel-go words it where the two share the error (`no such key: k`,
-/// `no such overload`, `division by zero`), else the `cel` crate's text.
-pub(crate) fn error_text(error: &ExecutionError) -> String {
-    match error {
-        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
-        ExecutionError::NoSuchOverload => "no such overload".to_string(),
-        ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// Runs `f` with the shared base context (the standard library and Kubernetes' libraries) of
-/// this thread; callers open an inner scope for their variables.
-pub(crate) fn with_base_context<R>(f: impl FnOnce(&Context<'static>) -> R) -> R {
-    BASE_CONTEXT.with(f)
-}
-
-/// A JSON value as a CEL value without a schema: objects are maps with their keys as they are.
-pub(crate) fn plain_value(value: &Value) -> cel::Value {
-    to_cel(value, None, false)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
-use super::values::parse_go_duration;
 use super::*;
+use crate::cel::values::parse_go_duration;
 
 const ROOT: &str = "spec.versions[0].schema.openAPIV3Schema";
 

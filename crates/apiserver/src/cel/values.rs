@@ -1,4 +1,7 @@
-//! JSON values as CEL values, the way upstream's `UnstructuredToVal` presents them to rules.
+//! JSON values as CEL values, the way upstream's `UnstructuredToVal` presents them to
+//! expressions: with a schema ([`ValueSchema`], a CRD's structural schema) field names are
+//! escaped and formatted strings become timestamps, durations and bytes; without one
+//! ([`plain_value`]) objects are maps with their keys as they are.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +11,62 @@ use kube_cel::cel;
 use kube_cel::cel::objects::{Key, Map as CelMap};
 use serde_json::{Map, Value};
 
-use super::{RuleNode, ValueFormat};
+/// How a string of a schema node is presented: as upstream's `format`s decide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ValueFormat {
+    #[default]
+    Plain,
+    DateTime,
+    Duration,
+    Bytes,
+}
+
+/// What value conversion needs to know of a schema node (the CRD rule tree implements it).
+pub trait ValueSchema {
+    /// `type:` as written (`number` makes integers doubles).
+    fn type_name(&self) -> &str;
+    fn format(&self) -> ValueFormat;
+    /// The root of a resource: `metadata` is trimmed to `name` and `generateName`.
+    fn resource_root(&self) -> bool;
+    fn items(&self) -> Option<&Self>;
+    fn property(&self, name: &str) -> Option<&Self>;
+    fn additional(&self) -> Option<&Self>;
+    /// A map (`additionalProperties`) without declared properties: keys are data.
+    fn is_plain_map(&self) -> bool;
+}
+
+/// The schema of values converted without one.
+#[derive(Debug)]
+pub enum NoSchema {}
+
+impl ValueSchema for NoSchema {
+    fn type_name(&self) -> &str {
+        match *self {}
+    }
+    fn format(&self) -> ValueFormat {
+        match *self {}
+    }
+    fn resource_root(&self) -> bool {
+        match *self {}
+    }
+    fn items(&self) -> Option<&Self> {
+        match *self {}
+    }
+    fn property(&self, _: &str) -> Option<&Self> {
+        match *self {}
+    }
+    fn additional(&self) -> Option<&Self> {
+        match *self {}
+    }
+    fn is_plain_map(&self) -> bool {
+        match *self {}
+    }
+}
+
+/// A JSON value as a CEL value without a schema: objects are maps with their keys as they are.
+pub fn plain_value(value: &Value) -> cel::Value {
+    to_cel::<NoSchema>(value, None, false)
+}
 
 /// CEL's reserved words, which upstream escapes as `__word__` in field names.
 const RESERVED_WORDS: [&str; 21] = [
@@ -76,12 +134,12 @@ fn cel_map(entries: HashMap<Key, cel::Value>) -> cel::Value {
 /// properties under escaped names, map keys as they are, numbers of `type: number` as doubles,
 /// `date-time`/`duration`/`byte` strings as timestamps, durations and bytes, and at a
 /// resource root only `apiVersion`, `kind`, `metadata.name` and `metadata.generateName`.
-pub(super) fn to_cel(value: &Value, node: Option<&RuleNode>, resource_root: bool) -> cel::Value {
+pub fn to_cel<S: ValueSchema>(value: &Value, node: Option<&S>, resource_root: bool) -> cel::Value {
     match value {
         Value::Null => cel::Value::Null,
         Value::Bool(b) => cel::Value::Bool(*b),
         Value::Number(number) => {
-            let is_number_type = node.is_some_and(|n| n.type_name == "number");
+            let is_number_type = node.is_some_and(|n| n.type_name() == "number");
             match (number.as_i64(), is_number_type) {
                 (Some(i), false) => cel::Value::Int(i),
                 _ => match number.as_u64() {
@@ -90,12 +148,18 @@ pub(super) fn to_cel(value: &Value, node: Option<&RuleNode>, resource_root: bool
                 },
             }
         }
-        Value::String(text) => string_value(text, node.map_or(ValueFormat::Plain, |n| n.format)),
+        Value::String(text) => string_value(text, node.map_or(ValueFormat::Plain, |n| n.format())),
         Value::Array(items) => {
-            let item_node = node.and_then(|n| n.items.as_deref());
+            let item_node = node.and_then(|n| n.items());
             let converted = items
                 .iter()
-                .map(|item| to_cel(item, item_node, item_node.is_some_and(|n| n.resource_root)))
+                .map(|item| {
+                    to_cel(
+                        item,
+                        item_node,
+                        item_node.is_some_and(|n| n.resource_root()),
+                    )
+                })
                 .collect();
             cel::Value::List(Arc::new(converted))
         }
@@ -126,9 +190,9 @@ fn string_value(text: &str, format: ValueFormat) -> cel::Value {
     }
 }
 
-fn object_value(
+fn object_value<S: ValueSchema>(
     map: &Map<String, Value>,
-    node: Option<&RuleNode>,
+    node: Option<&S>,
     resource_root: bool,
 ) -> cel::Value {
     let mut entries = HashMap::with_capacity(map.len());
@@ -140,9 +204,9 @@ fn object_value(
             );
             continue;
         }
-        let property = node.and_then(|n| n.properties.get(name));
-        let additional = node.and_then(|n| n.additional.as_deref());
-        let is_map = node.is_some_and(|n| n.is_map && n.properties.is_empty()) || node.is_none();
+        let property = node.and_then(|n| n.property(name));
+        let additional = node.and_then(|n| n.additional());
+        let is_map = node.is_none_or(|n| n.is_plain_map());
         let key = if property.is_none() && is_map {
             name.clone()
         } else {
@@ -156,7 +220,7 @@ fn object_value(
         let converted = to_cel(
             child,
             child_node,
-            child_node.is_some_and(|n| n.resource_root),
+            child_node.is_some_and(|n| n.resource_root()),
         );
         entries.insert(Key::String(Arc::new(key)), converted);
     }
@@ -175,7 +239,7 @@ fn resource_metadata(metadata: &Value) -> cel::Value {
 }
 
 /// Go's `time.ParseDuration` (`1h30m`, `-1.5s`, `300ms`, `0`).
-pub(super) fn parse_go_duration(text: &str) -> Option<chrono::Duration> {
+pub fn parse_go_duration(text: &str) -> Option<chrono::Duration> {
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
