@@ -3,6 +3,7 @@
 //! Objects of every kind are `serde_json::Value`s (design decision 3); these helpers keep the
 //! registry free of pointer strings and `Option` plumbing.
 
+use compact_str::CompactString;
 use serde_json::{Map, Value, json};
 
 pub fn metadata(object: &Value) -> Option<&Map<String, Value>> {
@@ -44,16 +45,18 @@ pub fn finalizers(object: &Value) -> Vec<String> {
 }
 
 /// One `metadata.ownerReferences` entry, as the garbage collector and deletion insight read
-/// it.
+/// it. Its short strings are kept inline ([`CompactString`]): a plan of ten thousand
+/// dependents reads every one's reference, and heap strings scattered over memory made
+/// those reads cache misses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     #[serde(default)]
-    pub api_version: String,
+    pub api_version: CompactString,
     #[serde(default)]
-    pub kind: String,
+    pub kind: CompactString,
     #[serde(default)]
-    pub name: String,
+    pub name: CompactString,
     #[serde(default)]
     pub uid: String,
     #[serde(default, deserialize_with = "null_is_false")]

@@ -11,6 +11,10 @@
 
 use std::collections::BTreeMap;
 
+/// An object's type and name strings: kept inline (no allocation) up to 24 bytes, which
+/// covers nearly every apiVersion, kind, namespace and name; a plan copies them for each of
+/// ten thousand dependents.
+pub use compact_str::CompactString;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
@@ -296,11 +300,11 @@ pub struct CauseNode {
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
+    pub api_version: CompactString,
+    pub kind: CompactString,
+    #[serde(default, skip_serializing_if = "CompactString::is_empty")]
+    pub namespace: CompactString,
+    pub name: CompactString,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
 }

@@ -173,6 +173,26 @@ struct Sim {
     orphaned_from: Vec<usize>,
 }
 
+/// What a round's decisions read of an object as the round found it: copied for every
+/// object at each round's start, so it holds only that (a whole [`Sim`] is three lists).
+#[derive(Clone, Debug)]
+struct Seen {
+    exists: bool,
+    /// Terminating with `foregroundDeletion`: waiting for its blocking dependents.
+    waiting: bool,
+    owners: Arc<Vec<OwnerLink>>,
+}
+
+impl Seen {
+    fn of(sim: &Sim) -> Seen {
+        Seen {
+            exists: sim.exists,
+            waiting: Replay::is_sim_waiting(sim),
+            owners: Arc::clone(&sim.owners),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Work {
     Progress(usize),
@@ -187,7 +207,7 @@ struct Replay<'n> {
     /// The collector's workers take the items queued together at once, and each reads the
     /// store before the others' writes land; deciding on the round's starting state is how
     /// the replay matches that.
-    seen: Vec<Sim>,
+    seen: Vec<Seen>,
     queue: VecDeque<Work>,
     /// Every finalizer is removed in the end (the hangs resolved), or only live ones.
     resolve_hangs: bool,
@@ -231,7 +251,8 @@ impl<'n> Replay<'n> {
         let mut budget = self.nodes.len().saturating_mul(MAX_STEPS_PER_OBJECT) + 64;
         while !self.queue.is_empty() {
             let round: Vec<Work> = self.queue.drain(..).collect();
-            self.seen = self.state.clone();
+            self.seen.clear();
+            self.seen.extend(self.state.iter().map(Seen::of));
             for work in round {
                 if budget == 0 {
                     tracing::warn!(
@@ -248,38 +269,46 @@ impl<'n> Replay<'n> {
         }
     }
 
-    fn waiting_in(state: &[Sim], index: usize) -> bool {
-        let s = &state[index];
+    fn is_sim_waiting(s: &Sim) -> bool {
         s.exists && s.terminating && has(&s.finalizers, FOREGROUND_FINALIZER)
     }
 
     fn is_waiting(&self, index: usize) -> bool {
-        Self::waiting_in(&self.state, index)
+        Self::is_sim_waiting(&self.state[index])
     }
 
     /// Whether `index` was waiting at the start of the round.
     fn was_seen_waiting(&self, index: usize) -> bool {
-        Self::waiting_in(&self.seen, index)
+        self.seen[index].waiting
     }
 
-    fn dependents_in(&self, state: &[Sim], owner: usize) -> Vec<usize> {
+    /// `owner`'s dependents that exist and reference it, by `exists_with_owners`.
+    fn dependents_by<'s>(
+        &self,
+        owner: usize,
+        exists_with_owners: impl Fn(usize) -> Option<&'s [OwnerLink]>,
+    ) -> Vec<usize> {
         self.nodes[owner]
             .dependents
             .iter()
             .copied()
             .filter(|&d| {
-                state[d].exists
-                    && state[d]
-                        .owners
-                        .iter()
-                        .any(|o| o.target == RefTarget::Node(owner))
+                exists_with_owners(d)
+                    .is_some_and(|owners| owners.iter().any(|o| o.target == RefTarget::Node(owner)))
             })
             .collect()
     }
 
     /// In-scope dependents still referencing `owner`.
     fn live_dependents(&self, owner: usize) -> Vec<usize> {
-        self.dependents_in(&self.state, owner)
+        let state = &self.state;
+        self.dependents_by(owner, |d| state[d].exists.then_some(&state[d].owners[..]))
+    }
+
+    /// In-scope dependents that referenced `owner` at the start of the round.
+    fn seen_dependents(&self, owner: usize) -> Vec<usize> {
+        let seen = &self.seen;
+        self.dependents_by(owner, |d| seen[d].exists.then_some(&seen[d].owners[..]))
     }
 
     /// A DELETE of one object with `policy`, as the registry would apply it.
@@ -403,7 +432,7 @@ impl<'n> Replay<'n> {
         if has(&self.state[index].finalizers, FOREGROUND_FINALIZER) {
             // GC14, on the graph as the round found it.
             let blocking: Vec<usize> = self
-                .dependents_in(&self.seen, index)
+                .seen_dependents(index)
                 .into_iter()
                 .filter(|&d| {
                     self.seen[d]
@@ -506,7 +535,7 @@ impl<'n> Replay<'n> {
             }
             return;
         }
-        let own_dependents = self.dependents_in(&self.seen, index);
+        let own_dependents = self.seen_dependents(index);
         let policy = if !waiting.is_empty() && !own_dependents.is_empty() {
             // The cycle guard: a dependent already waiting on this object must not wait on
             // this object's owners in turn.
@@ -728,6 +757,35 @@ impl<'a> Planner<'a> {
     ) -> usize {
         let index = self.nodes.len();
         self.index.insert(object.this.uid.clone(), index);
+        self.push_node(resource, object, in_scope, content, parent);
+        index
+    }
+
+    /// As [`Planner::add`], for an object that may have been reached already (then None):
+    /// one hash of its uid instead of a lookup and an insert.
+    fn add_if_new(
+        &mut self,
+        resource: Arc<ResourceType>,
+        object: Reached,
+        parent: usize,
+    ) -> Option<usize> {
+        let index = self.nodes.len();
+        match self.index.entry(object.this.uid.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => return None,
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(index),
+        };
+        self.push_node(resource, object, true, false, Some(parent));
+        Some(index)
+    }
+
+    fn push_node(
+        &mut self,
+        resource: Arc<ResourceType>,
+        object: Reached,
+        in_scope: bool,
+        content: bool,
+        parent: Option<usize>,
+    ) {
         self.nodes.push(Node {
             resource,
             this: object.this,
@@ -743,7 +801,6 @@ impl<'a> Planner<'a> {
             holds: Vec::new(),
             grace_seconds: 0,
         });
-        index
     }
 
     /// Step 1: the target, its dependents (transitively), a namespace's content, and the
@@ -892,7 +949,7 @@ impl<'a> Planner<'a> {
                 // As `Reached::from_stored` names them: a custom resource by its served type.
                 let api_version = match dependent_type.storage_version {
                     None => group.api_version,
-                    Some(_) => dependent_type.api_version(),
+                    Some(_) => dependent_type.api_version().into(),
                 };
                 // Only those that own something are asked about in the next wave: ten
                 // thousand leaves cost no lookup.
@@ -994,12 +1051,12 @@ impl<'a> Planner<'a> {
         self.nodes.reserve(found.len());
         self.index.reserve(found.len());
         for (object, may_own) in found {
-            if self.index.contains_key(&object.this.uid)
-                || !(from_graph || object.references_owner(owner_uid))
-            {
+            if !(from_graph || object.references_owner(owner_uid)) {
                 continue;
             }
-            let index = self.add(Arc::clone(dependent_type), object, true, false, Some(owner));
+            let Some(index) = self.add_if_new(Arc::clone(dependent_type), object, owner) else {
+                continue;
+            };
             if may_own {
                 queue.push_back(index);
             }
@@ -1208,6 +1265,7 @@ impl<'a> Planner<'a> {
             .into(),
             ..PlanStatus::default()
         };
+        let mut deleted_by_type: Vec<(Arc<ResourceType>, u32)> = Vec::new();
         for (index, node) in self.nodes.iter().enumerate() {
             let Some(outcome) = &outcomes[index] else {
                 continue;
@@ -1215,10 +1273,14 @@ impl<'a> Planner<'a> {
             match outcome {
                 Outcome::Deleted => {
                     plan.deleted += 1;
-                    *plan
-                        .deleted_by_kind
-                        .entry(kind_key(&node.resource))
-                        .or_default() += 1;
+                    // Counted per type first: a key per object would be ten thousand strings.
+                    match deleted_by_type
+                        .iter_mut()
+                        .find(|(t, _)| Arc::ptr_eq(t, &node.resource))
+                    {
+                        Some((_, count)) => *count += 1,
+                        None => deleted_by_type.push((Arc::clone(&node.resource), 1)),
+                    }
                     let stuck: Vec<&Hold> = node
                         .holds
                         .iter()
@@ -1247,6 +1309,9 @@ impl<'a> Planner<'a> {
             }
         }
 
+        for (resource, count) in deleted_by_type {
+            *plan.deleted_by_kind.entry(kind_key(&resource)).or_default() += count;
+        }
         let mut causes = self.tree(
             &outcomes,
             &meanwhile,
@@ -1354,7 +1419,15 @@ impl<'a> Planner<'a> {
                 }
                 continue;
             }
-            children[index].sort_by(|&a, &b| key(a).cmp(&key(b)));
+            // Only the first `max_nodes` are shown, so only they need an order: an owner of
+            // ten thousand dependents selects its first 500 (linear) and sorts those, rather
+            // than sorting ten thousand by their identities' strings.
+            let shown = &mut children[index];
+            if shown.len() > max_nodes && max_nodes > 0 {
+                shown.select_nth_unstable_by(max_nodes - 1, |&a, &b| key(a).cmp(&key(b)));
+            }
+            let sorted = shown.len().min(max_nodes);
+            shown[..sorted].sort_by(|&a, &b| key(a).cmp(&key(b)));
             if children[index].len() > max_nodes {
                 let tail = children[index].split_off(max_nodes);
                 let worst_cut = tail

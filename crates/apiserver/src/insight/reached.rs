@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::api::ObjectRef;
+use super::api::{CompactString, ObjectRef};
 use super::review::object_ref;
 use super::snapshot::undecodable;
 use crate::object::{self, OwnerReference};
@@ -69,13 +69,13 @@ impl Reached {
         let stored: Stored = serde_json::from_slice(value).map_err(|e| undecodable(key, e))?;
         let api_version = match stored.api_version {
             Some(stored) if resource.storage_version.is_none() => stored,
-            _ => resource.api_version(),
+            _ => resource.api_version().into(),
         };
         let metadata = stored.metadata;
         Ok(Reached {
             this: ObjectRef {
                 api_version,
-                kind: resource.kind.clone(),
+                kind: resource.kind.as_str().into(),
                 namespace: metadata.namespace.unwrap_or_default(),
                 name: metadata.name,
                 uid: metadata.uid,
@@ -103,7 +103,7 @@ impl Reached {
 #[serde(rename_all = "camelCase")]
 struct Stored {
     #[serde(default)]
-    api_version: Option<String>,
+    api_version: Option<CompactString>,
     #[serde(default)]
     metadata: StoredMetadata,
 }
@@ -112,9 +112,9 @@ struct Stored {
 #[serde(rename_all = "camelCase")]
 struct StoredMetadata {
     #[serde(default)]
-    name: String,
+    name: CompactString,
     #[serde(default)]
-    namespace: Option<String>,
+    namespace: Option<CompactString>,
     #[serde(default)]
     uid: String,
     #[serde(default)]

@@ -41,7 +41,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::api::{CauseNode, CauseState, CauseType, INVENTORY_SHOWN, ObjectRef};
+use super::api::{CauseNode, CauseState, CauseType, CompactString, INVENTORY_SHOWN, ObjectRef};
 use super::claims::{self, Claim, LeaseState};
 use super::snapshot::Snapshot;
 use crate::controllers::gc::{GcView, GcWork};
@@ -109,13 +109,13 @@ pub fn object_ref(resource: &ResourceType, object: &Value) -> ObjectRef {
         api_version: object
             .get("apiVersion")
             .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| resource.api_version()),
-        kind: resource.kind.clone(),
+            .map(CompactString::from)
+            .unwrap_or_else(|| resource.api_version().into()),
+        kind: resource.kind.as_str().into(),
         namespace: object::meta_str(object, "namespace")
             .unwrap_or_default()
-            .to_string(),
-        name: object::name(object).to_string(),
+            .into(),
+        name: object::name(object).into(),
         uid: object::uid(object).to_string(),
     }
 }

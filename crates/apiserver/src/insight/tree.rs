@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::api::{ObjectRef, TargetRef};
+use super::api::{CompactString, ObjectRef, TargetRef};
 use super::review::object_ref;
 use super::snapshot::Snapshot;
 use super::{API_VERSION, GROUP, VERSION};
@@ -383,7 +383,7 @@ impl Walk<'_> {
                 let owner_type = self.catalog.lookup_kind(&api_version, &kind);
                 // An owner is in the dependent's namespace, or cluster-scoped.
                 let namespace = match &owner_type {
-                    Some(t) if !t.namespaced => String::new(),
+                    Some(t) if !t.namespaced => CompactString::default(),
                     _ => parent.object.namespace.clone(),
                 };
                 let found = match &owner_type {
@@ -400,10 +400,10 @@ impl Walk<'_> {
                     (Some(t), Some(found)) => node_of(t, found),
                     _ => OwnershipNode {
                         object: ObjectRef {
-                            api_version,
-                            kind,
+                            api_version: api_version.into(),
+                            kind: kind.into(),
                             namespace,
-                            name,
+                            name: name.into(),
                             uid: uid.clone(),
                         },
                         missing: true,

@@ -95,7 +95,7 @@ fn stuck_table(stuck: &[StuckObject], now: DateTime<Utc>, colour: bool) -> Strin
                 .map(|since| age(since, now).trim_end_matches(" ago").to_string())
                 .unwrap_or_default();
             [
-                item.object.namespace.clone(),
+                item.object.namespace.to_string(),
                 format!("{}/{}", item.object.kind, item.object.name),
                 verdict_name(item.verdict).to_string(),
                 deleting,

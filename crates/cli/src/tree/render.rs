@@ -132,7 +132,7 @@ struct Row {
 fn rows(node: &OwnershipNode, first: &str, rest: &str, now: DateTime<Utc>, out: &mut Vec<Row>) {
     let (deletion_text, colour) = deletion(&[node], Some(now));
     out.push(Row {
-        namespace: node.object.namespace.clone(),
+        namespace: node.object.namespace.to_string(),
         name: format!("{first}{}", label(&[node])),
         deletion: deletion_text,
         colour,
@@ -160,8 +160,8 @@ fn rows(node: &OwnershipNode, first: &str, rest: &str, now: DateTime<Utc>, out: 
                 let (deletion_text, colour) = deletion(&members, Some(now));
                 let namespace = &members[0].object.namespace;
                 out.push(Row {
-                    namespace: if members.iter().all(|m| &m.object.namespace == namespace) {
-                        namespace.clone()
+                    namespace: if members.iter().all(|m| m.object.namespace == namespace) {
+                        namespace.to_string()
                     } else {
                         "(several)".into()
                     },

@@ -25,6 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use lru::LruCache;
 use serde_json::Value;
 
@@ -45,13 +46,15 @@ pub type UidMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
 /// A set of object uids; see [`UidMap`].
 pub type UidSet = HashSet<String, foldhash::fast::RandomState>;
 
-/// Who an object is: enough to GET it again.
+/// Who an object is: enough to GET it again. Its strings are kept inline up to 24 bytes
+/// (nearly every apiVersion, kind, namespace and name): the graph holds one per object, and a
+/// deletion plan copies and compares them for each of ten thousand dependents.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
+    pub api_version: CompactString,
+    pub kind: CompactString,
+    pub namespace: Option<CompactString>,
+    pub name: CompactString,
 }
 
 #[derive(Debug)]
@@ -76,7 +79,7 @@ pub struct Node {
 
 /// An owner looked up and not found: its uid and the namespace it was looked up in (GC8).
 /// An owner absent from one namespace may well exist in another.
-pub type AbsentOwner = (String, Option<String>);
+pub type AbsentOwner = (String, Option<CompactString>);
 
 /// Work for the queues.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -116,9 +119,9 @@ pub fn owner_refs(object: &Value) -> Vec<OwnerReference> {
         .flatten()
         .filter_map(|r| {
             Some(OwnerReference {
-                api_version: r.get("apiVersion")?.as_str()?.to_string(),
-                kind: r.get("kind")?.as_str()?.to_string(),
-                name: r.get("name")?.as_str()?.to_string(),
+                api_version: r.get("apiVersion")?.as_str()?.into(),
+                kind: r.get("kind")?.as_str()?.into(),
+                name: r.get("name")?.as_str()?.into(),
                 uid: r.get("uid")?.as_str()?.to_string(),
                 block_owner_deletion: r
                     .get("blockOwnerDeletion")
@@ -286,10 +289,10 @@ impl Graph {
                         owner.uid.clone(),
                         Node {
                             identity: Identity {
-                                api_version: owner.api_version.clone(),
-                                kind: owner.kind.clone(),
+                                api_version: owner.api_version.as_str().into(),
+                                kind: owner.kind.as_str().into(),
                                 namespace: identity.namespace.clone(),
-                                name: owner.name.clone(),
+                                name: owner.name.as_str().into(),
                             },
                             owners: Arc::default(),
                             dependents: UidSet::from_iter([uid.clone()]),
@@ -356,7 +359,7 @@ mod tests {
     }
 
     fn absent(uid: String) -> AbsentOwner {
-        (uid, Some("ns".to_string()))
+        (uid, Some("ns".into()))
     }
 
     #[test]

@@ -45,6 +45,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use compact_str::CompactString;
 use futures::StreamExt;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{Value, json};
@@ -219,11 +220,11 @@ fn identity_of(resource: &ResourceType, object: &Value) -> Identity {
         api_version: object
             .get("apiVersion")
             .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| resource.api_version()),
-        kind: resource.kind.clone(),
-        namespace: object::meta_str(object, "namespace").map(str::to_string),
-        name: object::name(object).to_string(),
+            .map(CompactString::from)
+            .unwrap_or_else(|| resource.api_version().into()),
+        kind: resource.kind.as_str().into(),
+        namespace: object::meta_str(object, "namespace").map(CompactString::from),
+        name: object::name(object).into(),
     }
 }
 
@@ -589,7 +590,7 @@ impl Collector {
             return Ok(Reference::Solid);
         }
         let namespace = object::meta_str(dependent, "namespace").filter(|_| owner_type.namespaced);
-        let absent_key = (owner.uid.clone(), namespace.map(str::to_string));
+        let absent_key = (owner.uid.clone(), namespace.map(CompactString::from));
         if self.lock_graph().is_absent(&absent_key) {
             return Ok(Reference::Dangling);
         }

@@ -30,6 +30,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use compact_str::CompactString;
+
 use super::graph::{Graph, Identity, Item, Node};
 use crate::object::OwnerReference;
 
@@ -70,10 +72,10 @@ pub enum GcWork {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dependent {
     pub uid: String,
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
+    pub api_version: CompactString,
+    pub kind: CompactString,
+    pub namespace: Option<CompactString>,
+    pub name: CompactString,
     /// Its reference to the owner has `blockOwnerDeletion: true`.
     pub block_owner_deletion: bool,
 }
@@ -82,9 +84,9 @@ pub struct Dependent {
 /// state: enough for a deletion plan to judge them without reading them from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObservedGroup {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
+    pub api_version: CompactString,
+    pub kind: CompactString,
+    pub namespace: Option<CompactString>,
     /// Sorted by name.
     pub members: Vec<ObservedDependent>,
 }
@@ -93,7 +95,7 @@ pub struct ObservedGroup {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObservedDependent {
     pub uid: String,
-    pub name: String,
+    pub name: CompactString,
     /// Its references with a uid (shared with the graph, not copied).
     pub owners: Arc<[OwnerReference]>,
     pub finalizers: Vec<String>,
@@ -119,9 +121,9 @@ pub enum AtRevision<T> {
 /// An owner's dependents of one type in one namespace, as the graph knows them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DependentGroup {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
+    pub api_version: CompactString,
+    pub kind: CompactString,
+    pub namespace: Option<CompactString>,
     /// How many dependents the group has.
     pub count: usize,
     /// Each of them, sorted by name; empty when `count` is above the caller's `list_up_to`
@@ -145,15 +147,15 @@ impl GcView {
                     .get(field)
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or_default()
-                    .to_string()
+                    .into()
             };
             let identity = Identity {
                 api_version: text("apiVersion"),
                 kind: text("kind"),
                 namespace: crate::object::meta_str(object, "namespace")
                     .filter(|n| !n.is_empty())
-                    .map(str::to_string),
-                name: crate::object::name(object).to_string(),
+                    .map(CompactString::from),
+                name: crate::object::name(object).into(),
             };
             // The work a fresh graph implies is the live collector's business, not a copy's.
             let _ = graph.put(identity, object);
@@ -412,7 +414,7 @@ fn grouped_dependents<'g>(
 /// name (`sort_members`), for a stable answer; done after the graph's lock is let go.
 fn sort_groups<G>(
     answers: &mut [Vec<G>],
-    key: impl Fn(&G) -> (&String, &Option<String>, &String),
+    key: impl Fn(&G) -> (&CompactString, &Option<CompactString>, &CompactString),
     sort_members: impl Fn(&mut G),
 ) {
     for groups in answers {
