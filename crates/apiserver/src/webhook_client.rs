@@ -361,14 +361,7 @@ async fn resolve_service(
             .into_iter()
             .flatten()
         {
-            let endpoint_port = subset
-                .get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)
-                .and_then(|p| p.get("port").and_then(Value::as_u64))
-                .and_then(|p| u16::try_from(p).ok());
+            let endpoint_port = named_port(subset, port_name);
             let ip = subset
                 .get("addresses")
                 .and_then(Value::as_array)
@@ -401,14 +394,7 @@ async fn resolve_service(
         {
             continue;
         }
-        let endpoint_port = slice
-            .get("ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)
-            .and_then(|p| p.get("port").and_then(Value::as_u64))
-            .and_then(|p| u16::try_from(p).ok());
+        let endpoint_port = named_port(&slice, port_name);
         let ip = slice
             .get("endpoints")
             .and_then(Value::as_array)
@@ -529,4 +515,17 @@ pub fn validate_client_config(client: Option<&Value>, at: &str) -> Vec<FieldErro
 
 fn text<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)
+}
+
+/// The number of the port named `port_name` among `holder.ports` (an Endpoints subset or an
+/// EndpointSlice; an unnamed port is named "").
+fn named_port(holder: &Value, port_name: &str) -> Option<u16> {
+    holder
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|p| p.get("name").and_then(Value::as_str).unwrap_or_default() == port_name)
+        .and_then(|p| p.get("port").and_then(Value::as_u64))
+        .and_then(|p| u16::try_from(p).ok())
 }

@@ -68,8 +68,9 @@ pub fn plain_value(value: &Value) -> cel::Value {
     to_cel::<NoSchema>(value, None, false)
 }
 
-/// CEL's reserved words, which upstream escapes as `__word__` in field names.
-const RESERVED_WORDS: [&str; 21] = [
+/// CEL's reserved words, which upstream escapes as `__word__` in field names and refuses
+/// as variable names.
+pub(crate) const RESERVED_WORDS: [&str; 21] = [
     "true",
     "false",
     "null",

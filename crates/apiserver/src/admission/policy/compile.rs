@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::super::config::{Rule, validate_rule};
 use super::super::match_conditions;
 use crate::cel::literal_type_other_than;
+use crate::cel::values::RESERVED_WORDS;
 use crate::object::string_list;
 use crate::selectors::{LabelSelector, selector_string};
 use crate::validation::{self, FieldError};
@@ -518,35 +519,12 @@ fn validate_match_resources(block: &Value, path: &str, errors: &mut Vec<FieldErr
 
 /// Upstream `isCELIdentifier`.
 fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: [&str; 21] = [
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     let mut chars = name.chars();
     chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !RESERVED.contains(&name)
+        && !RESERVED_WORDS.contains(&name)
 }
 
 /// Upstream `validateParamKind`.
