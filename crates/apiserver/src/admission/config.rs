@@ -58,6 +58,25 @@ pub struct Rule {
     pub scope: String,
 }
 
+impl Rule {
+    /// A `RuleWithOperations` as webhooks and admission policies state it.
+    pub fn from_json(rule: &Value) -> Rule {
+        Rule {
+            operations: string_list(rule.get("operations")),
+            groups: string_list(rule.get("apiGroups")),
+            versions: string_list(rule.get("apiVersions")),
+            resources: string_list(rule.get("resources"))
+                .into_iter()
+                .map(|r| match r.split_once('/') {
+                    Some((resource, sub)) => (resource.to_string(), Some(sub.to_string())),
+                    None => (r, None),
+                })
+                .collect(),
+            scope: text(rule, "scope").unwrap_or("*").to_string(),
+        }
+    }
+}
+
 /// One webhook of a configuration, ready to be matched and called.
 #[derive(Clone, Debug)]
 pub struct Hook {
@@ -169,24 +188,7 @@ fn compile_one(
     let rules = webhook
         .get("rules")
         .and_then(Value::as_array)
-        .map(|rules| {
-            rules
-                .iter()
-                .map(|rule| Rule {
-                    operations: string_list(rule.get("operations")),
-                    groups: string_list(rule.get("apiGroups")),
-                    versions: string_list(rule.get("apiVersions")),
-                    resources: string_list(rule.get("resources"))
-                        .into_iter()
-                        .map(|r| match r.split_once('/') {
-                            Some((resource, sub)) => (resource.to_string(), Some(sub.to_string())),
-                            None => (r, None),
-                        })
-                        .collect(),
-                    scope: text(rule, "scope").unwrap_or("*").to_string(),
-                })
-                .collect()
-        })
+        .map(|rules| rules.iter().map(Rule::from_json).collect())
         .unwrap_or_default();
     let timeout = webhook
         .get("timeoutSeconds")

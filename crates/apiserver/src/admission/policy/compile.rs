@@ -219,23 +219,7 @@ fn named_rules(value: Option<&Value>) -> Vec<NamedRule> {
         .into_iter()
         .flatten()
         .map(|rule| NamedRule {
-            rule: Rule {
-                operations: string_list(rule.get("operations")),
-                groups: string_list(rule.get("apiGroups")),
-                versions: string_list(rule.get("apiVersions")),
-                resources: string_list(rule.get("resources"))
-                    .into_iter()
-                    .map(|r| match r.split_once('/') {
-                        Some((resource, sub)) => (resource.to_string(), Some(sub.to_string())),
-                        None => (r, None),
-                    })
-                    .collect(),
-                scope: rule
-                    .get("scope")
-                    .and_then(Value::as_str)
-                    .unwrap_or("*")
-                    .to_string(),
-            },
+            rule: Rule::from_json(rule),
             names: string_list(rule.get("resourceNames")),
         })
         .collect()
