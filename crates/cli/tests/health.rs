@@ -1,6 +1,7 @@
 //! `/livez`, `/readyz` and `/healthz` as kube-apiserver serves them, and readiness that
-//! follows the store: a store whose disk is full refuses writes, and `/readyz` says so and
-//! names the check (issue #18, item 5).
+//! follows the store: a store whose disk is full refuses writes with a Status naming the
+//! cause, `/readyz` says so and names the check (issue #18, item 5), reads keep working, and
+//! writes resume by themselves once space is freed (issue #17, item 5).
 
 mod common;
 
@@ -117,7 +118,7 @@ impl Drop for Tmpfs {
 }
 
 #[test]
-fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
+fn a_full_disk_refuses_writes_with_a_clear_status_keeps_reads_and_recovers_once_space_is_freed() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     // Only the store is on the small filesystem: the log and the PKI stay writable.
@@ -134,21 +135,47 @@ fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
     assert_eq!(stored.status, 201, "{}", stored.body);
 
     let filler = tmpfs.fill();
-    // Writes that need new blocks now fail with ENOSPC; after a failed write-ahead log
-    // append the store refuses every write until it is reopened.
+    // Writes that need new blocks now fail with ENOSPC, and the store refuses writes until
+    // it has recovered.
     let blob = "x".repeat(1 << 20);
-    let refused = (0..20).find_map(|i| {
+    let mut acknowledged = vec!["before".to_string()];
+    let mut refused = None;
+    for i in 0..20 {
+        let name = format!("big{i}");
         let response = api
-            .post_json(
-                CONFIGMAPS,
-                &configmap(&format!("big{i}"), &[("blob", &blob)]),
-            )
+            .post_json(CONFIGMAPS, &configmap(&name, &[("blob", &blob)]))
             .unwrap();
-        (response.status >= 500).then_some(response)
-    });
-    let refused = refused
+        if response.status >= 500 {
+            refused = Some((name, response));
+            break;
+        }
+        assert_eq!(response.status, 201, "{}", response.body);
+        acknowledged.push(name);
+    }
+    let (failed_name, refused) = refused
         .unwrap_or_else(|| panic!("no write failed with the store's disk full{}", log(&server)));
-    refused.expect_status(500, "InternalError");
+    // As kube-apiserver on etcd's "database space exceeded": a 500 InternalError Status whose
+    // message names the cause, here with what to do about it.
+    let status = refused.expect_status(500, "InternalError");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the store's disk is full, so writes are refused (reads still work)")
+            && message.contains("No space left on device")
+            && message.contains("writes resume by themselves once there is room"),
+        "the Status names the full disk and what to do: {status}"
+    );
+    // Still full: the next write is refused the same way (the store does not recover while
+    // its disk has no room).
+    let again = api
+        .post_json(CONFIGMAPS, &configmap("refused", &[("k", "v")]))
+        .unwrap();
+    let status = again.expect_status(500, "InternalError");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("disk is full")),
+        "{status}"
+    );
 
     let (code, content_type, body) = get_text(&anonymous, "/readyz");
     assert_eq!(code, 500, "{body}{}", log(&server));
@@ -162,8 +189,9 @@ fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
     let (code, _, reason) = get_text(&anonymous, "/readyz/store-writable");
     assert_eq!(code, 500);
     assert!(
-        reason.starts_with("internal server error: the store refuses writes: ")
-            && reason.contains("No space left on device"),
+        reason.starts_with(
+            "internal server error: the store refuses writes: the store's disk is full"
+        ) && reason.contains("No space left on device"),
         "the per-check path gives the reason: {reason}"
     );
     // Liveness, like upstream's, needs the store to answer reads, which it still does.
@@ -172,6 +200,15 @@ fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
         (code, body.as_str()),
         (200, "[+]ping ok\n[+]store ok\nlivez check passed\n")
     );
+    // Reads keep working: every acknowledged object is listed, the refused ones are not.
+    let names = api.configmap_names("default");
+    for name in &acknowledged {
+        assert!(
+            names.contains(name),
+            "{name} is listed while the disk is full"
+        );
+    }
+    assert!(!names.contains(&"refused".to_string()), "{names:?}");
     let metrics = api.get("/metrics").unwrap().body;
     assert!(
         metrics.contains("apiserver_store_state{state=\"refusing-writes\"} 1"),
@@ -179,38 +216,49 @@ fn readiness_fails_and_names_the_store_check_while_its_disk_is_full() {
     );
     assert!(metrics.contains("apiserver_store_state{state=\"serving\"} 0"));
 
-    // Space alone does not bring writes back: only a reopen makes the log and the database
-    // agree again. A restart does, and keeps every acknowledged write.
+    // Free the space: the store recovers by itself, without a restart, and readiness and
+    // writes come back.
     std::fs::remove_file(filler).unwrap();
-    let still = get_text(&anonymous, "/readyz");
-    assert_eq!(
-        still.0, 500,
-        "the refusal lasts until the store is reopened"
-    );
-    server
-        .restart()
-        .expect("restart on the same data directory");
-    let anonymous = Api::with_token(&server, None).unwrap();
-    let api = Api::new(&server).unwrap();
     let ready = eventually(Duration::from_secs(20), || {
         let (code, _, body) = get_text(&anonymous, "/readyz");
         (code == 200).then_some(body)
     });
     assert!(
         ready.is_some(),
-        "ready again after a restart{}",
+        "ready again once space is freed, without a restart{}",
         log(&server)
-    );
-    assert!(
-        api.configmap_names("default")
-            .contains(&"before".to_string())
     );
     let after = api
         .post_json(CONFIGMAPS, &configmap("after", &[("k", "v")]))
         .unwrap();
     assert_eq!(after.status, 201, "{}", after.body);
+    acknowledged.push("after".to_string());
     let metrics = api.get("/metrics").unwrap().body;
     assert!(metrics.contains("apiserver_store_state{state=\"serving\"} 1"));
+
+    // Every acknowledged object survives a restart; the refused one never existed, and the
+    // one whose write failed is there only if it reached the disk whole.
+    server
+        .restart()
+        .expect("restart on the same data directory");
+    let anonymous = Api::with_token(&server, None).unwrap();
+    let ready = eventually(Duration::from_secs(20), || {
+        (get_text(&anonymous, "/readyz").0 == 200).then_some(())
+    });
+    assert!(ready.is_some(), "ready after a restart{}", log(&server));
+    let api = Api::new(&server).unwrap();
+    let names = api.configmap_names("default");
+    for name in &acknowledged {
+        assert!(names.contains(name), "{name} after a restart: {names:?}");
+    }
+    assert!(!names.contains(&"refused".to_string()), "{names:?}");
+    if names.contains(&failed_name) {
+        let object = api
+            .get(&format!("{CONFIGMAPS}/{failed_name}"))
+            .unwrap()
+            .json();
+        assert_eq!(object["data"]["blob"].as_str().map(str::len), Some(1 << 20));
+    }
     drop(server);
     drop(tmpfs);
 }

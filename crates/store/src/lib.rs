@@ -203,8 +203,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub enum StoreHealth {
     /// Reads and writes are served.
     Serving,
-    /// Reads are served but writes fail, for `reason`: the last write batch failed, or the
-    /// engine refuses every write until it is reopened.
+    /// Reads are served but writes fail, for `reason`: the last write batch failed and the
+    /// engine refuses writes until it has recovered (the embedded engine retries by itself
+    /// with backoff; `reason` names the cause, e.g. a full disk, and what to do).
     RefusingWrites { reason: String },
     /// Closed (the server is shutting down): nothing is served.
     Closed,

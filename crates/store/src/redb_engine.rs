@@ -51,10 +51,26 @@
 //! that follow it (batches are redone by revision, so redoing is idempotent), then checkpoints.
 //! So after a crash, `kill -9` included, the store reopens at the revision of the last
 //! acknowledged write or later (a batch whose sync finished but whose callers had not been
-//! answered yet is also there). A failed append, sync or commit after logging leaves the log
-//! and the database possibly disagreeing, and after a failed checkpoint commit redb refuses
-//! writes by itself, so the writer then refuses all writes until the store is reopened
-//! ([`Store::health`] reports it, with the first error).
+//! answered yet is also there).
+//!
+//! # Failed writes and recovery
+//!
+//! A failed append, sync or commit leaves the log and the database possibly disagreeing, and
+//! after an I/O error redb refuses everything by itself ("Previous I/O error") until it is
+//! reopened. So after any failed batch the writer refuses every write, with a message naming
+//! the cause (a full disk is called that, with what to do), and recovers in the same process
+//! ([`Writer::recover`]): on the next write, and on a timer with backoff from 50 ms to 2 s
+//! while idle, it probes the disk with a scratch write, discards the log from the failed
+//! batch's frame on, reopens redb and redoes the log exactly as an open does, and only then
+//! accepts writes. [`Store::health`] reports the refusal meanwhile.
+//!
+//! Guarantees: a refused write is never acknowledged and, if it never reached the log, never
+//! appears; nothing acknowledged is lost; a batch whose commit reported failure but reached
+//! the disk (a checkpoint whose header was written) is kept whole, published to watchers
+//! once, at its own revision, as after a crash. Reads keep working while the disk is full:
+//! the open database is given up only after the probe has succeeded.
+//! Caveat: if the reopen itself then fails (the disk fails again in between), reads fail
+//! with a message saying so until a later attempt reopens the file.
 //!
 //! # Reads
 //!
@@ -92,7 +108,7 @@ use std::fmt::Display;
 use std::ops::{Bound, Range};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -231,7 +247,11 @@ type EventBatch = Arc<Vec<WatchEvent>>;
 
 /// State shared by the handle, the writer thread and the blocking read tasks.
 struct Shared {
-    db: Database,
+    /// The database. Readers and the writer hold the read lock for as long as they use it;
+    /// the writer takes the write lock only to swap in a reopened database while it recovers
+    /// from a failed write ([`Writer::recover`]), which needs every transaction on the old one
+    /// gone. `None` only while a recovery could not reopen the file.
+    db: RwLock<Option<Database>>,
     /// The latest committed revision (updated by the writer after each commit).
     current: AtomicI64,
     /// The compacted revision (updated by the writer after the commit that records it).
@@ -274,27 +294,17 @@ impl RedbStore {
     pub fn open(path: &Path, options: RedbStoreOptions) -> StoreResult<Arc<RedbStore>> {
         let file = resolve_file(path)?;
         create_atomically(&file, &options)?;
-        let db = Database::builder()
-            .set_cache_size(options.cache_size)
-            .create(&file)
-            .map_err(context(format!("open {}", file.display())))?;
-        let (wal, wal_batches) = Wal::open(&wal_path(&file))?;
-        let state = initialize(&db, &options, &wal_batches)?;
-        let mut wal = wal;
-        if !wal_batches.is_empty() {
-            // Everything the log held is now durable in the database.
-            wal.clear(options.durable_commits)?;
-        }
+        let (db, wal, state) = open_and_redo(&file, &options)?;
         tracing::info!(
             path = %file.display(),
             revision = state.current,
             compacted = state.compacted,
-            replayed_batches = wal_batches.len(),
+            replayed_batches = state.replayed_batches,
             "opened store"
         );
 
         let shared = Arc::new(Shared {
-            db,
+            db: RwLock::new(Some(db)),
             current: AtomicI64::new(state.current),
             compacted: AtomicI64::new(state.compacted),
             closing: AtomicBool::new(false),
@@ -313,6 +323,8 @@ impl RedbStore {
             last_checkpoint: Instant::now(),
             dirty: !options.durable_commits,
             failed: None,
+            retry: Retry::default(),
+            file: file.clone(),
             options: options.clone(),
             buf: Vec::new(),
             record: BatchRecord::default(),
@@ -599,6 +611,29 @@ struct InitialState {
     compacted: Revision,
     /// `log` holds entries below `compacted`: a compaction was interrupted.
     cleanup_pending: bool,
+    /// Write-ahead log batches read at open (redone, or skipped as already durable).
+    replayed_batches: usize,
+}
+
+/// Opens the database file and brings it up to date from the write-ahead log: redb recovers
+/// to its last durable commit, the log's batches after it are redone and committed durably,
+/// and the log is emptied. Used at open and, the same way, by a recovery after a failed write.
+fn open_and_redo(
+    file: &Path,
+    options: &RedbStoreOptions,
+) -> StoreResult<(Database, Wal, InitialState)> {
+    let db = Database::builder()
+        .set_cache_size(options.cache_size)
+        .create(file)
+        .map_err(context(format!("open {}", file.display())))?;
+    let (mut wal, wal_batches) = Wal::open(&wal_path(file))?;
+    let mut state = initialize(&db, options, &wal_batches)?;
+    state.replayed_batches = wal_batches.len();
+    if !wal_batches.is_empty() {
+        // Everything the log held is now durable in the database.
+        wal.clear(options.durable_commits)?;
+    }
+    Ok((db, wal, state))
 }
 
 /// Creates the tables of a new file or checks the format of an existing one, then redoes the
@@ -675,6 +710,7 @@ fn initialize(
             current,
             compacted,
             cleanup_pending,
+            replayed_batches: 0,
         }
     };
     if changed {
@@ -724,11 +760,55 @@ struct MetaState {
     compacted: Revision,
 }
 
+/// The database, held so that a recovery cannot swap it out while it is in use.
+struct DbGuard<'a>(RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for DbGuard<'_> {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        // `Shared::database` only hands out a guard over `Some`.
+        self.0.as_ref().expect("DbGuard over an open database")
+    }
+}
+
+/// A read transaction with the guard that keeps its database in place. The transaction is
+/// declared first, so it ends before the guard is released.
+struct Snapshot<'a> {
+    txn: ReadTransaction,
+    _db: DbGuard<'a>,
+}
+
+impl std::ops::Deref for Snapshot<'_> {
+    type Target = ReadTransaction;
+
+    fn deref(&self) -> &ReadTransaction {
+        &self.txn
+    }
+}
+
 impl Shared {
-    fn begin_read(&self) -> StoreResult<ReadTransaction> {
-        self.db
-            .begin_read()
-            .map_err(context("begin read transaction"))
+    /// The database, or an error while a recovery has not managed to reopen it.
+    fn database(&self) -> StoreResult<DbGuard<'_>> {
+        let guard = self
+            .db
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.is_none() {
+            return Err(StoreError::Backend(format!(
+                "the store is reopening its database after a failed write and cannot serve \
+                 reads until that succeeds (it retries by itself); the failure: {}",
+                self.write_refusal()
+                    .unwrap_or_else(|| "unknown".to_string())
+            )));
+        }
+        Ok(DbGuard(guard))
+    }
+
+    fn begin_read(&self) -> StoreResult<Snapshot<'_>> {
+        let db = self.database()?;
+        let txn = db.begin_read().map_err(context("begin read transaction"))?;
+        Ok(Snapshot { txn, _db: db })
     }
 }
 

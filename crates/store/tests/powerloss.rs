@@ -1,6 +1,7 @@
 //! The store on a filesystem that loses power (`finale-faultfs`): what it acknowledged
 //! survives the loss of everything it did not fsync, writes it never acknowledged are whole
-//! or absent, and a failed fsync makes the writer refuse writes until the store is reopened.
+//! or absent, and a failed fsync makes the writer refuse writes until it has recovered by
+//! itself (in the same process) once the disk works again.
 //!
 //! Unlike `kill -9` (see `crash.rs`), a power cut here drops the page cache: these tests
 //! fail if the store skips or misorders an fsync it relies on.
@@ -15,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use finale_faultfs::{DiskImage, Fault, FaultFs, PowerCut};
 use finale_store::{
-    Precondition, RangeRequest, RedbStore, RedbStoreOptions, Store, StoreError, WriteOp,
-    WriteOutcome, prefix_range,
+    Precondition, RangeRequest, RedbStore, RedbStoreOptions, Store, StoreError, StoreHealth,
+    WriteOp, WriteOutcome, prefix_range,
 };
 
 const WRITERS: usize = 8;
@@ -302,8 +303,21 @@ fn put(key: &str) -> WriteOp {
     }
 }
 
+/// Waits (bounded) until the store accepts writes again after a failure.
+async fn wait_until_serving(store: &RedbStore) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.health() != StoreHealth::Serving {
+        assert!(
+            Instant::now() < deadline,
+            "the store did not recover within 20 s: {:?}",
+            store.health()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_log_fsync_makes_the_writer_refuse_writes_until_reopened() {
+async fn a_failing_log_fsync_refuses_writes_until_the_disk_works_again_then_recovers_in_process() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mnt = dir.path();
     let data = mnt.join("store");
@@ -315,42 +329,66 @@ async fn a_failed_log_fsync_makes_the_writer_refuse_writes_until_reopened() {
     };
     let store = open(&data, options.clone());
     let before = common::set(&store, "/before", "x").await;
+    let mut watch = store
+        .watch(prefix_range(b"/"), before.revision)
+        .await
+        .expect("watch");
 
-    fs.inject(Fault::fsync().on_file("store.redb.wal").times(1));
+    // The log's fsync fails until the fault is cleared: the append of `/failed` reaches the
+    // file (complete, checksummed) but is never synced, so it was never acknowledged.
+    fs.inject(Fault::fsync().on_file("store.redb.wal"));
     let failed = store.write(put("/failed"), Precondition::None).await;
     assert!(
         matches!(failed, Err(StoreError::Backend(_))),
         "a write whose log fsync failed must fail: {failed:?}"
     );
-    assert_eq!(fs.injected_errors(), 1, "the fault fired");
-    // The disk works again, but the store cannot know what reached it: it refuses writes.
+    // While the disk keeps failing, every write is refused with a message that says why and
+    // what happens next, and the recovery attempts (which sync the log) keep failing too.
     let refused = store.write(put("/refused"), Precondition::None).await;
     match &refused {
         Err(StoreError::Backend(message)) => assert!(
-            message.contains("needs a restart"),
-            "the refusal says what to do: {message}"
+            message.starts_with("writes are refused after a storage failure (reads still work)")
+                && message.contains("retries by itself"),
+            "the refusal says what happened and what to expect: {message}"
         ),
-        other => panic!("a write after a failed fsync must be refused: {other:?}"),
+        other => panic!("a write while the log cannot be synced must be refused: {other:?}"),
     }
-    // Reads still work.
-    let (found, _) = store.get(b"/before").await.expect("get");
+    assert!(matches!(store.health(), StoreHealth::RefusingWrites { .. }));
+    // Reads keep working, and nothing unacknowledged is visible.
+    let (found, _) = store.get(b"/before").await.expect("get while refusing");
     assert_eq!(found.map(|kv| kv.mod_revision), Some(before.revision));
-    store.close().await;
-    drop(store);
+    assert_eq!(store.get(b"/failed").await.expect("get").0, None);
 
-    // Reopened, the store writes again and kept everything it acknowledged.
-    let store = open(&data, options.clone());
+    // The disk works again: the store recovers by itself, without a reopen by its owner.
+    let errors_while_failing = fs.injected_errors();
+    assert!(errors_while_failing >= 1);
+    fs.clear_faults();
+    wait_until_serving(&store).await;
     let after = common::set(&store, "/after", "y").await;
-    assert!(after.revision > before.revision);
     assert_eq!(
-        store.get(b"/refused").await.expect("get").0,
-        None,
-        "a refused write was stored"
+        after.revision,
+        before.revision + 1,
+        "the failed write consumed no revision"
     );
-    // And what it acknowledged since the reopen is durable.
+    for key in ["/failed", "/refused"] {
+        assert_eq!(
+            store.get(key.as_bytes()).await.expect("get").0,
+            None,
+            "{key} was never acknowledged and must not appear"
+        );
+    }
+    // Watchers saw exactly the acknowledged writes, once, in order, across the recovery.
+    let event = common::next_event(&mut watch).await;
+    assert_eq!(
+        (event.kv.key.as_slice(), event.kv.mod_revision),
+        (&b"/after"[..], after.revision)
+    );
+
+    // What was acknowledged since the recovery is durable, and the discarded frame of
+    // `/failed` is not redone after a power cut.
     let image = fs.cut_power(PowerCut::DropUnsynced);
     store.close().await;
-    drop(store);
+    drop((store, watch));
     fs.unmount().expect("unmount");
     let fs = FaultFs::mount_image(&image, mnt).expect("remount");
     let store = open(&data, options);
@@ -362,27 +400,26 @@ async fn a_failed_log_fsync_makes_the_writer_refuse_writes_until_reopened() {
             "{key} after the power cut"
         );
     }
-    // The write whose fsync failed was never acknowledged: whole or absent.
-    if let (Some(kv), _) = store.get(b"/failed").await.expect("get") {
-        assert_eq!(kv.value, value_of("/failed"));
-    }
+    assert_eq!(store.get(b"/failed").await.expect("get").0, None);
+    assert_eq!(store.get(b"/refused").await.expect("get").0, None);
     store.close().await;
     drop(store);
     fs.unmount().expect("unmount");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_checkpoint_fsync_makes_the_writer_refuse_writes_until_reopened() {
+async fn a_failed_checkpoint_fsync_refuses_writes_until_the_store_has_reopened_its_database() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mnt = dir.path();
     let data = mnt.join("store");
     let fs = FaultFs::mount(mnt).expect("mount faultfs");
-    // Every batch is a checkpoint: a durable redb commit, which fsyncs the database file.
-    let options = RedbStoreOptions {
+    // A checkpoint at every batch: a durable redb commit, which fsyncs the database file.
+    // After a failed one, redb refuses every write ("Previous I/O error") until reopened.
+    let checkpointing = RedbStoreOptions {
         checkpoint_interval: Duration::ZERO,
         ..options()
     };
-    let store = open(&data, options.clone());
+    let store = open(&data, checkpointing.clone());
     let before = common::set(&store, "/before", "x").await;
 
     fs.inject(Fault::fsync().on_file("store.redb").times(1));
@@ -392,40 +429,33 @@ async fn a_failed_checkpoint_fsync_makes_the_writer_refuse_writes_until_reopened
         matches!(failed, Err(StoreError::Backend(_))),
         "a write whose durable commit failed must not be acknowledged: {failed:?}"
     );
-    // The disk works again, but nothing more is acknowledged until the store is reopened.
-    let refused = store.write(put("/refused"), Precondition::None).await;
-    assert!(
-        matches!(&refused, Err(StoreError::Backend(m)) if m.contains("needs a restart")),
-        "a write after a failed checkpoint must be refused until a reopen: {refused:?}"
-    );
-    store.close().await;
-    drop(store);
-
-    let store = open(&data, options.clone());
+    // The refusal is in place before the caller hears of the failure.
+    assert!(matches!(store.health(), StoreHealth::RefusingWrites { .. }));
+    // The writer reopens redb and redoes its log by itself, then accepts writes.
+    wait_until_serving(&store).await;
+    let (found, _) = store.get(b"/before").await.expect("get after recovery");
+    assert_eq!(found.map(|kv| kv.mod_revision), Some(before.revision));
     let after = common::set(&store, "/after", "y").await;
     assert!(after.revision > before.revision);
+    if let (Some(kv), _) = store.get(b"/failed").await.expect("get") {
+        // Its commit reported failure but may have reached the disk: whole, and at its own
+        // revision.
+        assert_eq!(kv.value, value_of("/failed"));
+        assert!(kv.mod_revision > before.revision && kv.mod_revision < after.revision);
+    }
     let image = fs.cut_power(PowerCut::DropUnsynced);
     store.close().await;
     drop(store);
     fs.unmount().expect("unmount");
 
     let fs = FaultFs::mount_image(&image, mnt).expect("remount");
-    let store = open(&data, options);
+    let store = open(&data, checkpointing);
     for (key, revision) in [("/before", before.revision), ("/after", after.revision)] {
         let (found, _) = store.get(key.as_bytes()).await.expect("get");
         assert_eq!(
             found.map(|kv| kv.mod_revision),
             Some(revision),
             "{key} after the power cut"
-        );
-    }
-    assert_eq!(store.get(b"/refused").await.expect("get").0, None);
-    if let (Some(kv), _) = store.get(b"/failed").await.expect("get") {
-        // Never acknowledged: whole or absent, and not at a revision given to another write.
-        assert_eq!(kv.value, value_of("/failed"));
-        assert_ne!(
-            kv.mod_revision, after.revision,
-            "two writes share a revision"
         );
     }
     store.close().await;

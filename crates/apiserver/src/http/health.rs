@@ -5,12 +5,12 @@
 //! | `ping` | all | never (the process answers) |
 //! | `store` | all | the store is closed, or a read fails or takes over 2 s |
 //! | `etcd` | `/readyz`, with `--etcd-servers` only | a linearizable read of `<prefix>/health` fails or takes over 2 s (no member answers, or etcd has no quorum) |
-//! | `store-writable` | `/readyz` | the store refuses writes: the last write batch failed, or (after a failed write-ahead log append or sync) until it is reopened, i.e. the server restarted |
+//! | `store-writable` | `/readyz` | the store refuses writes: a write batch failed (e.g. its disk is full) and the store has not recovered yet; it retries by itself with backoff and passes again once its files accept writes |
 //! | `controllers` | `/readyz` | an in-process controller (CRD, namespace, garbage collector) has stopped |
 //! | `shutdown` | `/readyz` | the server is shutting down |
 //!
-//! `store` plays upstream's `etcd` check: it is part of liveness because a restart is what
-//! reopens the store. `/healthz` is upstream's deprecated endpoint with the liveness checks.
+//! `store` plays upstream's `etcd` check: it is part of liveness because a store that cannot
+//! even be read needs the restart that reopens it. `/healthz` is upstream's deprecated endpoint with the liveness checks.
 //!
 //! The text format is upstream's (`k8s.io/apiserver/pkg/server/healthz`): `ok` on success;
 //! with `?verbose`, one `[+]<name> ok` line per check and `<endpoint> check passed`; on

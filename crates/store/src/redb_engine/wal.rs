@@ -167,6 +167,30 @@ impl Wal {
         Ok(())
     }
 
+    /// Forgets the frames from `offset` on (after a batch whose frame was appended failed to
+    /// commit): the next frame goes there, and [`Wal::discard_tail`] invalidates them.
+    pub(super) fn rewind_to(&mut self, offset: u64) {
+        self.len = self.len.min(offset);
+    }
+
+    /// Makes whatever follows the acknowledged frames unreadable, durably: zeroes the header
+    /// where the next frame goes, so that neither a reopen nor a crash redoes a frame whose
+    /// append, sync or commit failed.
+    pub(super) fn discard_tail(&mut self) -> StoreResult<()> {
+        if self.len >= self.allocated {
+            // Past the end of the file: there is nothing to read there.
+            return Ok(());
+        }
+        self.file
+            .write_all_at(&[0u8; FRAME_HEADER], self.len)
+            .and_then(|()| self.file.sync_data())
+            .map_err(context(format!(
+                "discard the unacknowledged end of {} at offset {}",
+                self.path.display(),
+                self.len
+            )))
+    }
+
     /// Bytes written since the last rewind.
     pub(super) fn len(&self) -> u64 {
         self.len

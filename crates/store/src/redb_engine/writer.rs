@@ -1,7 +1,75 @@
 //! The writer thread: batches requests, applies them in one redb transaction with the
-//! write-ahead log, and answers once durable.
+//! write-ahead log, and answers once durable; after a failed write, it refuses writes until it
+//! has recovered (see [`Writer::recover`]).
 
 use super::*;
+
+/// The first wait before a recovery is tried again after a failed write, doubled after every
+/// failed attempt up to [`RETRY_MAX`]. Short, so that a transient failure costs little; the
+/// cap bounds how long writes stay refused after the cause (a full disk) is gone.
+pub(super) const RETRY_FIRST: Duration = Duration::from_millis(50);
+pub(super) const RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long the idle writer sleeps between looks at its queue while writes are refused.
+const REFUSING_POLL: Duration = Duration::from_millis(20);
+/// The scratch file a recovery writes first, beside the database, to see whether the disk
+/// takes writes again before it gives up the open database.
+const PROBE_SUFFIX: &str = ".probe";
+/// The least a recovery's probe writes: room for the reopen's durable commit, on top of twice
+/// the write-ahead log it redoes (a copy-on-write commit of the redone pages).
+const PROBE_MIN_BYTES: u64 = 4 << 20;
+
+/// When the writer next tries to recover, and how long it waits after that.
+pub(super) struct Retry {
+    pub(super) at: Instant,
+    pub(super) delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            at: Instant::now(),
+            delay: RETRY_FIRST,
+        }
+    }
+}
+
+impl Retry {
+    fn due(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// After a failure: wait `delay` before the next try, and longer after the one after.
+    fn back_off(&mut self) {
+        self.at = Instant::now() + self.delay;
+        self.delay = (self.delay * 2).min(RETRY_MAX);
+    }
+}
+
+/// What a refused write answers and `/readyz` shows: the cause, and what happens next. A
+/// full disk is named as such, because it is the one cause an operator can fix at once.
+pub(super) fn refusal_message(cause: &str, dir: &Path) -> String {
+    if is_disk_full(cause) {
+        format!(
+            "the store's disk is full, so writes are refused (reads still work): {cause}; free \
+             space on the filesystem holding {}: writes resume by themselves once there is room",
+            dir.display()
+        )
+    } else {
+        format!(
+            "writes are refused after a storage failure (reads still work): {cause}; the store \
+             retries by itself and resumes writes once its files accept writes again; if this \
+             lasts, check the disk and the server log"
+        )
+    }
+}
+
+/// Whether an error's text is ENOSPC or EDQUOT (what `std::io::Error` prints for them).
+pub(super) fn is_disk_full(text: &str) -> bool {
+    text.contains("No space left on device")
+        || text.contains("os error 28")
+        || text.contains("Disk quota exceeded")
+        || text.contains("os error 122")
+}
 
 pub(super) struct Writer {
     pub(super) shared: Arc<Shared>,
@@ -17,10 +85,15 @@ pub(super) struct Writer {
     pub(super) last_checkpoint: Instant,
     /// Something was committed to redb without fsync since the last checkpoint.
     pub(super) dirty: bool,
-    /// Set when the write-ahead log and the database may disagree (a failed append or sync, or
-    /// a commit that failed after its batch was logged): every later write fails with this,
-    /// until a reopen redoes the log.
+    /// Set when a write batch failed: the write-ahead log and the database may disagree (a
+    /// failed append or sync, or a commit that failed after its batch was logged), or redb
+    /// refuses writes after an I/O error. Every later write is refused with this message
+    /// until [`Writer::recover`] succeeds.
     pub(super) failed: Option<String>,
+    /// When to try recovering again while `failed`.
+    pub(super) retry: Retry,
+    /// The database file, to reopen it when recovering.
+    pub(super) file: PathBuf,
     pub(super) options: RedbStoreOptions,
     /// Reused encoding buffer for table records.
     pub(super) buf: Vec<u8>,
@@ -59,8 +132,25 @@ impl Writer {
         let max_batch = self.options.max_batch.max(1);
         let mut batch: Vec<Request> = Vec::with_capacity(max_batch.min(1024));
         loop {
-            // Wait for work; while history cleanup is pending, do it whenever no write waits.
-            let first = if self.cleanup.is_some() {
+            // Wait for work; while writes are refused, try to recover on schedule; while
+            // history cleanup is pending, do it whenever no write waits.
+            let first = if self.failed.is_some() {
+                match self.requests.try_recv() {
+                    Ok(request) => request,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        if self.closing() {
+                            break;
+                        }
+                        if self.retry.due() {
+                            self.try_recover();
+                        } else {
+                            std::thread::sleep(REFUSING_POLL);
+                        }
+                        continue;
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                }
+            } else if self.cleanup.is_some() {
                 match self.requests.try_recv() {
                     Ok(request) => request,
                     Err(mpsc::error::TryRecvError::Empty) => {
@@ -152,6 +242,9 @@ impl Writer {
             }
         }
 
+        if self.failed.is_some() && self.retry.due() {
+            self.try_recover();
+        }
         let result = match &self.failed {
             Some(failure) => Err(StoreError::Backend(failure.clone())),
             None => self.apply(ops),
@@ -159,10 +252,20 @@ impl Writer {
         let applied = match result {
             Ok(applied) => applied,
             Err(e) => {
-                tracing::error!(error = %e, requests = replies.len(), "write batch failed");
-                let message = e.to_string();
-                self.shared
-                    .set_write_refusal(Some(self.failed.clone().unwrap_or(message.clone())));
+                if self.failed.is_none() {
+                    tracing::error!(error = %e, requests = replies.len(), "write batch failed; refusing writes until the store recovers");
+                    // Whatever failed (the log, redb, the disk), only a recovery re-establishes
+                    // a state the log and the database agree on.
+                    let cause = match &e {
+                        StoreError::Backend(message) => message.clone(),
+                        other => other.to_string(),
+                    };
+                    self.failed = Some(refusal_message(&cause, self.dir()));
+                    self.retry = Retry::default();
+                    self.retry.back_off();
+                }
+                let message = self.failed.clone().unwrap_or_else(|| e.to_string());
+                self.shared.set_write_refusal(Some(message.clone()));
                 for reply in replies {
                     let error = StoreError::Backend(message.clone());
                     match reply {
@@ -218,9 +321,9 @@ impl Writer {
     /// commit at a checkpoint) and commits it.
     pub(super) fn apply(&mut self, ops: Vec<Op>) -> StoreResult<Applied> {
         let checkpoint = self.checkpoint_due();
-        let mut txn = self
-            .shared
-            .db
+        let shared = self.shared.clone();
+        let db = shared.database()?;
+        let mut txn = db
             .begin_write()
             .map_err(context("begin write transaction"))?;
         txn.set_durability(if checkpoint {
@@ -305,25 +408,24 @@ impl Writer {
         }
 
         let changed = current != self.current || compacted != self.compacted;
+        // Where this batch's frame starts: on a failure, it and whatever follows it are
+        // unacknowledged, and the recovery discards them from here.
+        let frame_at = self.wal.len();
         if changed && !checkpoint {
-            // Durable before anyone can see it: log first, commit (in memory) second.
+            // Durable before anyone can see it: log first, commit (in memory) second. A failed
+            // append may leave a partial frame in the file; `process` then refuses writes until
+            // a recovery has discarded it.
             self.record.finish(compacted);
-            if let Err(e) = self
-                .wal
-                .append(self.record.frame(), self.options.durable_commits)
-            {
-                // A partial frame may be in the file; only a reopen sorts that out safely.
-                self.failed = Some(format!("the store needs a restart after: {e}"));
-                return Err(e);
-            }
+            self.wal
+                .append(self.record.frame(), self.options.durable_commits)?;
         }
         if let Err(e) = txn.commit() {
-            let e = StoreError::Backend(format!("commit write batch: {e}"));
-            // After a logged batch the log and the database may disagree; after a failed
-            // checkpoint redb itself refuses every write ("Previous I/O error") until it is
-            // reopened. Either way only a reopen helps, and the first cause is what to report.
-            self.failed = Some(format!("the store needs a restart after: {e}"));
-            return Err(e);
+            // The batch is logged but not committed: the recovery drops the frame, so what the
+            // callers were told (failed) stays true. After a failed checkpoint redb itself
+            // refuses every write ("Previous I/O error") until it is reopened, which the
+            // recovery does too.
+            self.wal.rewind_to(frame_at);
+            return Err(StoreError::Backend(format!("commit write batch: {e}")));
         }
         if checkpoint {
             self.checkpointed();
@@ -336,6 +438,138 @@ impl Writer {
             current,
             compacted,
         })
+    }
+
+    /// The directory holding the database file.
+    pub(super) fn dir(&self) -> &Path {
+        self.file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    }
+
+    /// One recovery attempt; on success writes are accepted again, on failure the next one is
+    /// scheduled with backoff and the refusal names the latest cause.
+    pub(super) fn try_recover(&mut self) {
+        match self.recover() {
+            Ok(()) => {
+                tracing::info!(
+                    revision = self.current,
+                    "the store recovered from a failed write and accepts writes again"
+                );
+                self.failed = None;
+                self.retry = Retry::default();
+                self.shared.set_write_refusal(None);
+            }
+            Err(e) => {
+                let cause = match &e {
+                    StoreError::Backend(message) => message.clone(),
+                    other => other.to_string(),
+                };
+                tracing::warn!(error = %cause, retry_in = ?self.retry.delay, "the store could not recover yet");
+                let message = refusal_message(&cause, self.dir());
+                self.shared.set_write_refusal(Some(message.clone()));
+                self.failed = Some(message);
+                self.retry.back_off();
+            }
+        }
+    }
+
+    /// Re-establishes a state the write-ahead log and the database agree on, after a failed
+    /// write batch, without restarting the process:
+    ///
+    /// 1. Probes the disk: a scratch file of a few MiB (more for a longer log) is written,
+    ///    synced and removed. While that fails (the disk is still full), nothing else is
+    ///    touched and the open database keeps serving reads.
+    /// 2. Discards the log from the failed batch's frame on (zeroes that frame's header and
+    ///    syncs): everything before it was acknowledged, nothing from it on was.
+    /// 3. Reopens redb and redoes the log exactly as [`RedbStore::open`] does: redb recovers
+    ///    to its last durable commit, the log's acknowledged batches are redone and committed
+    ///    durably. Readers wait for the swap (the database's write lock), which lasts one
+    ///    open and redo.
+    /// 4. Checks that the reopened store holds every acknowledged revision. A batch whose
+    ///    durable commit (a checkpoint) reported failure may still have reached the disk; it
+    ///    is then kept, its events are published to watchers now, and its callers, who were
+    ///    told it failed, find it there (as after a crash: unacknowledged writes are whole or
+    ///    absent).
+    pub(super) fn recover(&mut self) -> StoreResult<()> {
+        self.probe_disk()?;
+        self.wal.discard_tail()?;
+
+        let shared = self.shared.clone();
+        let mut slot = shared
+            .db
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // redb holds a lock on its file: the old handle must be gone before the new one opens.
+        drop(slot.take());
+        let (db, wal, state) = open_and_redo(&self.file, &self.options)?;
+        if state.current < self.current {
+            // Reads would go back in time: stay closed and say so.
+            return Err(StoreError::Backend(format!(
+                "after reopening, {} holds revision {} but revision {} was acknowledged: the \
+                 write-ahead log {} lost acknowledged writes; restart the server, and if this \
+                 persists restore the data directory from a backup",
+                self.file.display(),
+                state.current,
+                self.current,
+                wal_path(&self.file).display()
+            )));
+        }
+        *slot = Some(db);
+        drop(slot);
+
+        let before = self.current;
+        self.wal = wal;
+        self.dirty = false;
+        self.last_checkpoint = Instant::now();
+        if state.current > before {
+            // A batch reported failed made it to disk after all: tell watchers, once.
+            let everything = Vec::new()..Vec::new();
+            let chunk = read_log_chunk(&shared, &everything, before, usize::MAX)?;
+            self.current = state.current;
+            shared.current.store(state.current, Ordering::SeqCst);
+            if !chunk.events.is_empty() {
+                let _ = self.events.send(Arc::new(chunk.events));
+            }
+        }
+        if state.compacted != self.compacted {
+            self.compacted = state.compacted;
+            shared.compacted.store(state.compacted, Ordering::SeqCst);
+        }
+        if state.cleanup_pending {
+            self.cleanup.get_or_insert_with(Vec::new);
+        }
+        Ok(())
+    }
+
+    /// Writes, syncs and removes a scratch file beside the database: whether the disk takes
+    /// writes again, with room for a reopen to redo the log.
+    fn probe_disk(&self) -> StoreResult<()> {
+        use std::io::Write;
+        let mut name = self.file.as_os_str().to_owned();
+        name.push(PROBE_SUFFIX);
+        let path = PathBuf::from(name);
+        let bytes = PROBE_MIN_BYTES.saturating_add(self.wal.len().saturating_mul(2));
+        let result = (|| {
+            let mut file = std::fs::File::create(&path)?;
+            let chunk = vec![0u8; 1 << 20];
+            let mut written = 0u64;
+            while written < bytes {
+                let n = (bytes - written).min(chunk.len() as u64) as usize;
+                file.write_all(&chunk[..n])?;
+                written += n as u64;
+            }
+            file.sync_data()
+        })();
+        // Removed whatever happened: it only ever takes space.
+        let removed = std::fs::remove_file(&path);
+        result.map_err(context(format!(
+            "write {} bytes to {} to see whether the disk has room again",
+            bytes,
+            path.display()
+        )))?;
+        removed.map_err(context(format!("remove {}", path.display())))
     }
 
     /// After a durable commit: the write-ahead log is no longer needed.
@@ -373,9 +607,8 @@ impl Writer {
     /// revision itself is durable from the batch that set it).
     pub(super) fn delete_history_chunk(&mut self) -> StoreResult<bool> {
         let below = self.compacted as u64;
-        let mut txn = self
-            .shared
-            .db
+        let db = self.shared.database()?;
+        let mut txn = db
             .begin_write()
             .map_err(context("begin compaction transaction"))?;
         txn.set_quick_repair(self.options.quick_repair);
@@ -417,9 +650,8 @@ impl Writer {
 
     /// A durable empty commit: makes everything committed so far durable in the database.
     pub(super) fn commit_empty_durably(&self) -> StoreResult<()> {
-        let mut txn = self
-            .shared
-            .db
+        let db = self.shared.database()?;
+        let mut txn = db
             .begin_write()
             .map_err(context("begin checkpoint transaction"))?;
         txn.set_quick_repair(self.options.quick_repair);
