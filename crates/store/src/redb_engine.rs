@@ -200,6 +200,11 @@ pub struct RedbStoreOptions {
     pub compaction_chunk: usize,
     /// Events a watch replays from history per read transaction. Default 1000.
     pub replay_chunk: usize,
+    /// Verify the checksum of every page of the database file when it is opened (redb's
+    /// integrity check), so that a file damaged on disk is refused at open with a message
+    /// saying so, instead of failing a read much later or, for a plain redb open, panicking.
+    /// It reads the whole file once per open. Default true.
+    pub check_integrity_on_open: bool,
 }
 
 impl Default for RedbStoreOptions {
@@ -218,6 +223,7 @@ impl Default for RedbStoreOptions {
             compaction_interval: Duration::from_secs(60),
             compaction_chunk: 1000,
             replay_chunk: 1000,
+            check_integrity_on_open: true,
         }
     }
 }
@@ -615,6 +621,25 @@ struct InitialState {
     replayed_batches: usize,
 }
 
+/// redb's page cache while it checks a file's integrity at open.
+const INTEGRITY_CHECK_CACHE: usize = 16 << 20;
+
+/// An error opening the database file, saying what to do when the file is damaged.
+fn open_error(file: &Path, error: redb::DatabaseError) -> StoreError {
+    match error {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(what)) => {
+            StoreError::Backend(format!(
+                "the database file {} is damaged ({what}): its pages fail their checksums, so \
+                 the store refuses to open rather than serve wrong or missing data. Restore the \
+                 data directory from a backup (the file was changed outside the store, or the \
+                 disk returned bad data)",
+                file.display()
+            ))
+        }
+        other => StoreError::Backend(format!("open {}: {other}", file.display())),
+    }
+}
+
 /// Opens the database file and brings it up to date from the write-ahead log: redb recovers
 /// to its last durable commit, the log's batches after it are redone and committed durably,
 /// and the log is emptied. Used at open and, the same way, by a recovery after a failed write.
@@ -622,12 +647,27 @@ fn open_and_redo(
     file: &Path,
     options: &RedbStoreOptions,
 ) -> StoreResult<(Database, Wal, InitialState)> {
+    if options.check_integrity_on_open {
+        // A separate open with a small cache: the check reads every page, and through the
+        // full-size cache it would leave the process holding up to `cache_size` of pages it
+        // will likely never read again. Closed cleanly, the file then reopens at once.
+        let checked = Database::builder()
+            .set_cache_size(INTEGRITY_CHECK_CACHE.min(options.cache_size))
+            .set_check_integrity_on_open(true)
+            .create(file)
+            .map_err(|e| open_error(file, e))?;
+        drop(checked);
+    }
     let db = Database::builder()
         .set_cache_size(options.cache_size)
         .create(file)
-        .map_err(context(format!("open {}", file.display())))?;
-    let (mut wal, wal_batches) = Wal::open(&wal_path(file))?;
-    let mut state = initialize(&db, options, &wal_batches)?;
+        .map_err(|e| open_error(file, e))?;
+    let wal::Opened {
+        mut wal,
+        payloads: wal_batches,
+        damage,
+    } = Wal::open(&wal_path(file))?;
+    let mut state = initialize(&db, options, &wal_batches, damage.as_ref(), file)?;
     state.replayed_batches = wal_batches.len();
     if !wal_batches.is_empty() {
         // Everything the log held is now durable in the database.
@@ -639,10 +679,16 @@ fn open_and_redo(
 /// Creates the tables of a new file or checks the format of an existing one, then redoes the
 /// write-ahead log's batches that the database's last durable commit does not have, and
 /// commits durably.
+///
+/// Refuses (and commits nothing) when the log shows that acknowledged writes would be lost:
+/// a damaged frame followed by a frame newer than the database, or a log whose batches do not
+/// follow the database's revision. See [`check_damage`].
 fn initialize(
     db: &Database,
     options: &RedbStoreOptions,
     wal_batches: &[Vec<u8>],
+    damage: Option<&wal::Damage>,
+    file: &Path,
 ) -> StoreResult<InitialState> {
     let mut txn = db
         .begin_write()
@@ -691,12 +737,26 @@ fn initialize(
             log: txn.open_table(LOG).map_err(context("open log table"))?,
         };
         let mut buf = Vec::new();
-        for payload in wal_batches {
+        for (index, payload) in wal_batches.iter().enumerate() {
             changed = true;
-            if !tables.redo_batch(payload, &mut current, &mut compacted, &mut buf)? {
-                break;
+            match tables.redo_batch(payload, &mut current, &mut compacted, &mut buf)? {
+                Redo::Done => continue,
+                Redo::Stop => break,
+                Redo::Gap(gap) => {
+                    return Err(StoreError::Backend(format!(
+                        "the write-ahead log {} holds revisions from {} on (batch {index}), but the \
+                     database {} ends at revision {current}: the revisions between, which were \
+                     acknowledged, are in neither file (the database file was damaged, rolled \
+                     back or replaced). The store refuses to open rather than serve without \
+                     them: restore the data directory from a backup",
+                        wal_path(file).display(),
+                        gap,
+                        file.display(),
+                    )));
+                }
             }
         }
+        check_damage(damage, current, file)?;
         if changed {
             meta.insert(META_REVISION, current as u64)
                 .map_err(context("write the revision"))?;
@@ -721,6 +781,55 @@ fn initialize(
             .map_err(context("end the opening transaction"))?;
     }
     Ok(state)
+}
+
+/// Tells a torn tail from damage in the middle of the write-ahead log. A crash mid-append
+/// tears only the frame being written, the last one: what follows it is zeroes or an older
+/// frame left from before a rewind, with revisions the database already has. A valid frame
+/// after the damaged one that carries revisions above `current` (what the database holds with
+/// the valid frames redone) proves the damaged frame was once complete and acknowledged, and
+/// the frames after it too: dropping them silently would lose acknowledged writes.
+///
+/// Caveat: only the frame right after the damaged one is looked at, where the damaged frame's
+/// length says it is; damage to that length itself reads as a torn tail.
+fn check_damage(damage: Option<&wal::Damage>, current: Revision, file: &Path) -> StoreResult<()> {
+    let Some(wal::Damage {
+        offset,
+        next: Some((next_at, next)),
+    }) = damage
+    else {
+        return Ok(());
+    };
+    let Some((first, count)) = batch_span(next) else {
+        return Ok(());
+    };
+    // A later batch with writes, or with only a compaction, beyond the database.
+    let newer = first > current + 1 || (first == current + 1 && count > 0);
+    if !newer {
+        return Ok(());
+    }
+    let log = wal_path(file);
+    Err(StoreError::Backend(format!(
+        "the write-ahead log {} is damaged at byte offset {offset}: the frame there fails its \
+         checksum, yet the frame after it (offset {next_at}) holds revision {first} and later, \
+         beyond the database's revision {current}; so acknowledged writes from revision {} on \
+         would be lost. The store refuses to open rather than drop them silently. Restore the \
+         data directory from a backup; or, to accept losing every write from revision {} on, \
+         cut the log at the damage (`truncate -s {offset} {}`) and start again",
+        log.display(),
+        current + 1,
+        current + 1,
+        log.display(),
+    )))
+}
+
+/// The first revision and the number of writes of a write-ahead log batch payload.
+fn batch_span(payload: &[u8]) -> Option<(Revision, Revision)> {
+    let first = payload.get(1..9)?;
+    let count = payload.get(9..13)?;
+    let first = u64::from_be_bytes(first.try_into().ok()?) as Revision;
+    let count = u32::from_be_bytes(count.try_into().ok()?) as Revision;
+    (payload.first() == Some(&RECORD_V1)).then_some((first, count))
 }
 
 fn meta_value<T: redb::ReadableTable<&'static str, u64>>(
@@ -1276,6 +1385,43 @@ mod tests {
         assert!(decode_kv(b"k", &[2, 0]).is_err());
         assert!(decode_hist(b"k", 1, &[RECORD_V1, HIST_PUT, 0]).is_err());
         assert!(decode_log(1, &[RECORD_V1, 9]).is_err());
+    }
+
+    /// A damaged frame followed by an older frame (left from before a rewind: the crash case)
+    /// is a torn tail; followed by a newer one, it is damage that would lose acknowledged
+    /// writes.
+    #[test]
+    fn only_a_newer_frame_after_a_damaged_one_is_damage() {
+        let payload = |first: Revision, writes: u32| {
+            let mut record = BatchRecord::default();
+            record.start(first);
+            for i in 0..writes {
+                record.delete(format!("/k{i}").as_bytes(), 1);
+            }
+            record.finish(0);
+            record.frame()[wal::FRAME_HEADER..].to_vec()
+        };
+        let file = Path::new("/data/store.redb");
+        let damage = |next: Option<Vec<u8>>| wal::Damage {
+            offset: 100,
+            next: next.map(|p| (200, p)),
+        };
+        // Nothing after it, or an older frame: accepted.
+        assert!(check_damage(Some(&damage(None)), 10, file).is_ok());
+        assert!(check_damage(Some(&damage(Some(payload(4, 3)))), 10, file).is_ok());
+        assert!(check_damage(Some(&damage(Some(payload(11, 0)))), 10, file).is_ok());
+        assert!(check_damage(None, 10, file).is_ok());
+        // Newer than the database: refused, naming the log and the offset.
+        for newer in [payload(11, 2), payload(15, 1), payload(12, 0)] {
+            let error = check_damage(Some(&damage(Some(newer))), 10, file)
+                .expect_err("a newer frame after a damaged one");
+            assert!(
+                error.to_string().contains(
+                    "the write-ahead log /data/store.redb.wal is damaged at byte offset 100"
+                ),
+                "{error}"
+            );
+        }
     }
 
     #[test]

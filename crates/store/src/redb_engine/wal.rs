@@ -40,6 +40,46 @@ pub(super) const FRAME_HEADER: usize = 8;
 /// How much zero-filled room the file gains when a frame would not fit.
 pub(super) const GROW_BY: u64 = 1 << 20;
 
+/// What [`Wal::open`] found.
+pub(super) struct Opened {
+    pub(super) wal: Wal,
+    /// The payloads of the valid frames from the start of the file, in order.
+    pub(super) payloads: Vec<Vec<u8>>,
+    /// The frame after them, when it is complete but fails its checksum.
+    pub(super) damage: Option<Damage>,
+}
+
+/// A frame that fails its checksum, and the valid frame right after it, if there is one. A
+/// crash mid-append tears only the last frame written, so a torn tail is followed by zeroes or
+/// by an older frame from before a rewind; a newer frame after it means the damaged frame was
+/// once whole and acknowledged: the file was damaged in place.
+pub(super) struct Damage {
+    /// Where the damaged frame starts.
+    pub(super) offset: u64,
+    /// The valid frame that follows it: where it starts, and its payload.
+    pub(super) next: Option<(u64, Vec<u8>)>,
+}
+
+fn parse_header(header: &[u8; FRAME_HEADER]) -> (usize, u32) {
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    (len, crc)
+}
+
+/// The payload of the valid frame at `at`, if there is one there.
+fn read_frame_at(file: &File, at: u64, allocated: u64) -> Option<Vec<u8>> {
+    let mut header = [0u8; FRAME_HEADER];
+    file.read_exact_at(&mut header, at).ok()?;
+    let (len, crc) = parse_header(&header);
+    if len == 0 || at + (FRAME_HEADER + len) as u64 > allocated {
+        return None;
+    }
+    let mut payload = vec![0u8; len];
+    file.read_exact_at(&mut payload, at + FRAME_HEADER as u64)
+        .ok()?;
+    (crc32fast::hash(&payload) == crc).then_some(payload)
+}
+
 pub(super) struct Wal {
     file: File,
     path: PathBuf,
@@ -51,8 +91,9 @@ pub(super) struct Wal {
 
 impl Wal {
     /// Opens (creating if needed) the log at `path` and returns it with the payloads of its
-    /// valid frames, in order. The log is positioned after them.
-    pub(super) fn open(path: &Path) -> StoreResult<(Wal, Vec<Vec<u8>>)> {
+    /// valid frames, in order, and what follows them if that is a frame failing its checksum.
+    /// The log is positioned after the valid frames.
+    pub(super) fn open(path: &Path) -> StoreResult<Opened> {
         let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
@@ -70,39 +111,54 @@ impl Wal {
             }
         }
 
+        let allocated = file
+            .metadata()
+            .map_err(context(format!("stat {}", path.display())))?
+            .len();
         let mut payloads = Vec::new();
         let mut offset = 0u64;
+        let mut damage = None;
         let mut reader = BufReader::with_capacity(1 << 20, &file);
         loop {
             let mut header = [0u8; FRAME_HEADER];
             if reader.read_exact(&mut header).is_err() {
                 break;
             }
-            let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-            let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+            let (len, crc) = parse_header(&header);
             if len == 0 {
                 break;
             }
+            if offset + (FRAME_HEADER + len) as u64 > allocated {
+                // Longer than the file: a torn header at the end, or a damaged length.
+                break;
+            }
             let mut payload = vec![0u8; len];
-            if reader.read_exact(&mut payload).is_err() || crc32fast::hash(&payload) != crc {
+            if reader.read_exact(&mut payload).is_err() {
+                break;
+            }
+            if crc32fast::hash(&payload) != crc {
+                // A torn tail, or damage in the middle: which one depends on what follows,
+                // which only the engine can judge (by revision).
+                let next_at = offset + (FRAME_HEADER + len) as u64;
+                damage = Some(Damage {
+                    offset,
+                    next: read_frame_at(&file, next_at, allocated).map(|p| (next_at, p)),
+                });
                 break;
             }
             payloads.push(payload);
             offset += (FRAME_HEADER + len) as u64;
         }
-        let allocated = file
-            .metadata()
-            .map_err(context(format!("stat {}", path.display())))?
-            .len();
-        Ok((
-            Wal {
+        Ok(Opened {
+            wal: Wal {
                 file,
                 path: path.to_path_buf(),
                 len: offset,
                 allocated,
             },
             payloads,
-        ))
+            damage,
+        })
     }
 
     /// Appends one frame and, if `sync`, waits until it is on disk. `frame` must start with
@@ -212,7 +268,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("test.wal");
         {
-            let (mut wal, payloads) = Wal::open(&path).expect("open");
+            let Opened {
+                mut wal, payloads, ..
+            } = Wal::open(&path).expect("open");
             assert!(payloads.is_empty());
             wal.append(&mut frame(b"one"), true).expect("append");
             wal.append(&mut frame(b"two"), false).expect("append");
@@ -226,12 +284,16 @@ mod tests {
         raw[end + 8..end + 15].copy_from_slice(b"partial");
         std::fs::write(&path, &raw).expect("write");
         {
-            let (mut wal, payloads) = Wal::open(&path).expect("open");
+            let Opened {
+                mut wal, payloads, ..
+            } = Wal::open(&path).expect("open");
             assert_eq!(payloads, [b"one".to_vec(), b"two".to_vec()]);
             // The next frame overwrites the torn one.
             wal.append(&mut frame(b"three"), true).expect("append");
         }
-        let (mut wal, payloads) = Wal::open(&path).expect("open");
+        let Opened {
+            mut wal, payloads, ..
+        } = Wal::open(&path).expect("open");
         assert_eq!(
             payloads,
             [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]
@@ -241,21 +303,23 @@ mod tests {
         wal.rewind();
         wal.append(&mut frame(b"new"), true).expect("append");
         drop(wal);
-        let (mut wal, payloads) = Wal::open(&path).expect("open");
+        let Opened {
+            mut wal, payloads, ..
+        } = Wal::open(&path).expect("open");
         assert_eq!(payloads[0], b"new".to_vec());
 
         // A corrupted payload ends the log there.
         let mut raw = std::fs::read(&path).expect("read");
         raw[FRAME_HEADER] ^= 0xff;
         std::fs::write(&path, &raw).expect("write");
-        let (_, payloads) = Wal::open(&path).expect("open");
+        let Opened { payloads, .. } = Wal::open(&path).expect("open");
         assert!(payloads.is_empty());
 
         // Cleared, it reads as empty.
         wal.append(&mut frame(b"x"), true).expect("append");
         wal.clear(true).expect("clear");
         drop(wal);
-        let (_, payloads) = Wal::open(&path).expect("open");
+        let Opened { payloads, .. } = Wal::open(&path).expect("open");
         assert!(payloads.is_empty());
     }
 }

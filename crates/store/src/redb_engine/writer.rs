@@ -767,6 +767,16 @@ impl<'a> BatchReader<'a> {
     }
 }
 
+/// What [`WriteTables::redo_batch`] did with a batch.
+pub(super) enum Redo {
+    /// Redone, or skipped as already in the database.
+    Done,
+    /// Not redone, and neither are the batches after it.
+    Stop,
+    /// Starts at this revision, above the database's next one.
+    Gap(Revision),
+}
+
 pub(super) struct WriteTables<'txn> {
     pub(super) kv: Table<'txn, &'static [u8], &'static [u8]>,
     pub(super) hist: Table<'txn, (&'static [u8], u64), &'static [u8]>,
@@ -965,14 +975,16 @@ impl WriteTables<'_> {
     }
 
     /// Redoes one write-ahead log batch on open if the database does not have it yet.
-    /// Returns false, to stop the replay, on a batch that does not follow `current`.
+    /// A batch starting above `current + 1` is a [`Redo::Gap`]: the database lacks revisions
+    /// the log was written after, which the caller refuses. A batch that overlaps `current`
+    /// without following it cannot be redone either; the replay stops there ([`Redo::Stop`]).
     pub(super) fn redo_batch(
         &mut self,
         payload: &[u8],
         current: &mut Revision,
         compacted: &mut Revision,
         buf: &mut Vec<u8>,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Redo> {
         let mut reader = BatchReader { rest: payload };
         if reader.u8()? != RECORD_V1 {
             return Err(StoreError::Backend(
@@ -986,14 +998,17 @@ impl WriteTables<'_> {
             if first + count - 1 <= *current {
                 // Already in the database (committed durably before the crash).
                 *compacted = (*compacted).max(batch_compacted);
-                return Ok(true);
+                return Ok(Redo::Done);
             }
-            tracing::error!(
+            if first > *current + 1 {
+                return Ok(Redo::Gap(first));
+            }
+            tracing::warn!(
                 first,
                 current = *current,
-                "write-ahead log skips revisions; ignoring it from here"
+                "write-ahead log batch overlaps the database's revision; ignoring the log from here"
             );
-            return Ok(false);
+            return Ok(Redo::Stop);
         }
         for revision in first..first + count {
             let kind = reader.u8()?;
@@ -1016,7 +1031,7 @@ impl WriteTables<'_> {
             *current = revision;
         }
         *compacted = (*compacted).max(batch_compacted);
-        Ok(true)
+        Ok(Redo::Done)
     }
 }
 
