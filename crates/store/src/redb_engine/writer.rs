@@ -503,7 +503,13 @@ impl Writer {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         // redb holds a lock on its file: the old handle must be gone before the new one opens.
         drop(slot.take());
-        let (db, wal, state) = open_and_redo(&self.file, &self.options)?;
+        // Without the integrity check of a first open: readers wait for this reopen, and the
+        // file was checked when the process opened it.
+        let reopen = RedbStoreOptions {
+            check_integrity_on_open: false,
+            ..self.options.clone()
+        };
+        let (db, wal, state) = open_and_redo(&self.file, &reopen)?;
         if state.current < self.current {
             // Reads would go back in time: stay closed and say so.
             return Err(StoreError::Backend(format!(
