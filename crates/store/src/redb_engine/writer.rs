@@ -1061,3 +1061,48 @@ pub(super) fn tombstone_kv(key: Vec<u8>, revision: Revision) -> KeyValue {
         version: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_a_full_disk_and_what_to_do() {
+        let dir = Path::new("/data/store");
+        let full = refusal_message(
+            "append to /data/store/store.redb.wal: No space left on device (os error 28)",
+            dir,
+        );
+        assert!(
+            full.starts_with("the store's disk is full, so writes are refused (reads still work)")
+                && full.contains("No space left on device")
+                && full.contains("free space on the filesystem holding /data/store"),
+            "{full}"
+        );
+        assert!(
+            refusal_message("write: Disk quota exceeded (os error 122)", dir)
+                .contains("disk is full")
+        );
+        let other = refusal_message("sync: Input/output error (os error 5)", dir);
+        assert!(
+            other.starts_with("writes are refused after a storage failure (reads still work)")
+                && other.contains("Input/output error"),
+            "{other}"
+        );
+    }
+
+    #[test]
+    fn retries_back_off_to_a_bound() {
+        let mut retry = Retry::default();
+        assert!(retry.due());
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            retry.back_off();
+            delays.push(retry.delay);
+        }
+        assert!(!retry.due());
+        assert_eq!(delays[0], RETRY_FIRST * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*delays.last().expect("delays"), RETRY_MAX);
+    }
+}
