@@ -560,8 +560,8 @@ impl Store for RedbStore {
         Ok(self.shared.compacted.load(Ordering::SeqCst))
     }
 
-    /// `Closed` once closing; `RefusingWrites` while the last write batch failed, which,
-    /// after a failed write-ahead log append or sync, lasts until the store is reopened.
+    /// `Closed` once closing; `RefusingWrites` from a failed write batch until the writer
+    /// has recovered (see the module docs), with the cause and what to do.
     fn health(&self) -> StoreHealth {
         if self.shared.closing.load(Ordering::SeqCst) {
             return StoreHealth::Closed;
