@@ -15,6 +15,9 @@ mod table;
 mod watch;
 mod yaml;
 
+#[cfg(test)]
+mod fuzz;
+
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -28,10 +28,10 @@ use crate::status::{ApiError, ApiResult};
 pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Query parameters, parsed leniently: kube-rs sends `?&a=b` and bare `?`.
-struct Query(HashMap<String, String>);
+pub(super) struct Query(HashMap<String, String>);
 
 impl Query {
-    fn parse(raw: Option<&str>) -> Self {
+    pub(super) fn parse(raw: Option<&str>) -> Self {
         let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
             .filter(|(k, _)| !k.is_empty())
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -39,7 +39,7 @@ impl Query {
         Query(pairs)
     }
 
-    fn get(&self, key: &str) -> Option<&str> {
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)
     }
 
@@ -60,7 +60,7 @@ impl Query {
             .transpose()
     }
 
-    fn dry_run(&self) -> ApiResult<bool> {
+    pub(super) fn dry_run(&self) -> ApiResult<bool> {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
@@ -73,7 +73,11 @@ impl Query {
     /// `fieldManager` defaults to the client's User-Agent prefix, as upstream does for
     /// every write but apply.
     /// `options_kind` names the options type in errors (`CreateOptions`, `PatchOptions`…).
-    fn write_options(&self, headers: &HeaderMap, options_kind: &str) -> ApiResult<WriteOptions> {
+    pub(super) fn write_options(
+        &self,
+        headers: &HeaderMap,
+        options_kind: &str,
+    ) -> ApiResult<WriteOptions> {
         let user_agent = headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok());
@@ -105,7 +109,7 @@ impl Query {
         })
     }
 
-    fn list_options(&self) -> ApiResult<ListOptions> {
+    pub(super) fn list_options(&self) -> ApiResult<ListOptions> {
         let limit = self.number("limit")?.unwrap_or(0);
         if limit < 0 {
             return Err(ApiError::bad_request("limit must not be negative"));
@@ -490,7 +494,7 @@ pub(super) fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value
     }
 }
 
-fn parse_json(body: &[u8]) -> ApiResult<Value> {
+pub(super) fn parse_json(body: &[u8]) -> ApiResult<Value> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!(
             "the request body is not valid JSON: {e} (line {}, column {})",
@@ -500,7 +504,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Value> {
     })
 }
 
-fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
+pub(super) fn parse_yaml(body: &[u8]) -> ApiResult<Value> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::bad_request("the YAML body is not valid UTF-8"))?;
     super::yaml::decode(text)
@@ -879,31 +883,7 @@ impl ResourceRequest<'_> {
 
     /// H2: DeleteOptions come from a non-empty body, otherwise from the query.
     fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteOptions> {
-        if body.iter().any(|b| !b.is_ascii_whitespace()) {
-            return delete_options_from_json(&parse_json(body)?, self.actor());
-        }
-        Ok(DeleteOptions {
-            grace_period_seconds: self.query.number("gracePeriodSeconds")?,
-            propagation_policy: self
-                .query
-                .get("propagationPolicy")
-                .filter(|p| !p.is_empty())
-                .map(str::to_string),
-            orphan_dependents: match self.query.get("orphanDependents") {
-                None | Some("") => None,
-                Some(_) => Some(self.query.flag("orphanDependents")),
-            },
-            preconditions: Preconditions::default(),
-            actor: Some(self.actor()),
-            // H3: any dryRun value but All is a 422 about DeleteOptions, as from the body.
-            dry_run: match self.query.get("dryRun") {
-                None | Some("") => false,
-                Some("All") => true,
-                Some(other) => {
-                    return Err(unsupported_dry_run(other));
-                }
-            },
-        })
+        delete_options(&self.query, body, self.actor())
     }
 
     async fn delete(&self, name: &str, body: Bytes) -> ApiResult<Response> {
@@ -943,6 +923,34 @@ impl ResourceRequest<'_> {
             &warnings,
         ))
     }
+}
+
+/// H2: DeleteOptions come from a non-empty body, otherwise from the query.
+pub(super) fn delete_options(query: &Query, body: &[u8], actor: Actor) -> ApiResult<DeleteOptions> {
+    if body.iter().any(|b| !b.is_ascii_whitespace()) {
+        return delete_options_from_json(&parse_json(body)?, actor);
+    }
+    Ok(DeleteOptions {
+        grace_period_seconds: query.number("gracePeriodSeconds")?,
+        propagation_policy: query
+            .get("propagationPolicy")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
+        orphan_dependents: match query.get("orphanDependents") {
+            None | Some("") => None,
+            Some(_) => Some(query.flag("orphanDependents")),
+        },
+        preconditions: Preconditions::default(),
+        actor: Some(actor),
+        // H3: any dryRun value but All is a 422 about DeleteOptions, as from the body.
+        dry_run: match query.get("dryRun") {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(other) => {
+                return Err(unsupported_dry_run(other));
+            }
+        },
+    })
 }
 
 /// H2: DeleteOptions sent as JSON (a DELETE's body, an Eviction's `deleteOptions`).
