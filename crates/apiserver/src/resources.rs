@@ -1115,7 +1115,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::MutatingWebhookConfiguration>()
         .generation()
-        .defaulting(crate::admission::default_mutating)
+        .write_defaults(crate::admission::default_mutating)
         .validation(crate::admission::validate_mutating)
         .0,
         Builtin::new(
@@ -1127,7 +1127,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::ValidatingWebhookConfiguration>()
         .generation()
-        .defaulting(crate::admission::default_validating)
+        .write_defaults(crate::admission::default_validating)
         .validation(crate::admission::validate_validating)
         .0,
         Builtin::new(
