@@ -104,6 +104,8 @@ const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 const RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// Certificates start one hour in the past to tolerate clock skew between hosts.
 const BACKDATE: Duration = Duration::from_secs(60 * 60);
+/// How far before now a certificate signed for a CertificateSigningRequest starts.
+const SIGNED_BACKDATE: Duration = Duration::from_secs(5 * 60);
 const TOKEN_BYTES: usize = 32;
 
 /// Everything that can go wrong loading, creating or using the PKI. Each variant names the
@@ -357,6 +359,62 @@ impl Pki {
             .signed_by(&key, &ca.issuer())
             .map_err(gen_err(WHAT))?;
         Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// Signs a PKCS#10 request (DER) with the CA, as kube-controller-manager's signer for
+    /// `kubernetes.io/kube-apiserver-client` does: the subject, subject alternative names and
+    /// public key come from the request, the key usages from `usages` (the
+    /// CertificateSigningRequest's `spec.usages`, already checked by the caller), and the
+    /// certificate is valid from a little before now for `validity`, never past the CA's own
+    /// expiry. Returns the certificate as PEM.
+    pub fn sign_client_request(
+        &self,
+        request_der: &[u8],
+        usages: &[&str],
+        validity: Duration,
+    ) -> Result<String, PkiError> {
+        const WHAT: &str = "a certificate for a CertificateSigningRequest";
+        let ca = load_or_create_ca(&self.dir, &ring_provider())?;
+        let request = rustls::pki_types::CertificateSigningRequestDer::from(request_der);
+        let mut signed =
+            rcgen::CertificateSigningRequestParams::from_der(&request).map_err(gen_err(WHAT))?;
+        let params = &mut signed.params;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = usages
+            .iter()
+            .filter_map(|usage| match *usage {
+                "digital signature" | "signing" => Some(KeyUsagePurpose::DigitalSignature),
+                "key encipherment" => Some(KeyUsagePurpose::KeyEncipherment),
+                _ => None,
+            })
+            .collect();
+        params.key_usages.dedup();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        params.serial_number = Some(random_serial());
+        // Whatever extensions the requester asked for are not granted: the signer decides.
+        params.custom_extensions.clear();
+        let (_, ca_cert) = x509_parser::parse_x509_certificate(&ca.cert_der).map_err(|error| {
+            PkiError::Invalid {
+                path: self.dir.join(CA_CERT_FILE),
+                reason: format!("unreadable CA certificate: {error}"),
+            }
+        })?;
+        let ca_expiry = rcgen::date_time_ymd(1970, 1, 1)
+            + Duration::from_secs(
+                u64::try_from(ca_cert.validity().not_after.timestamp()).unwrap_or_default(),
+            );
+        // Backdated a little for clocks behind the server's, and valid for `validity` in all,
+        // as upstream's signer (`certificate.authority`) issues them.
+        let epoch = rcgen::date_time_ymd(1970, 1, 1);
+        let not_before = unix_now().saturating_sub(SIGNED_BACKDATE);
+        params.not_before = epoch + not_before;
+        params.not_after = epoch + not_before + validity;
+        if params.not_after > ca_expiry {
+            params.not_after = ca_expiry;
+        }
+        let cert = signed.signed_by(&ca.issuer()).map_err(gen_err(WHAT))?;
+        Ok(cert.pem())
     }
 
     /// Writes an admin kubeconfig for this PKI (see [`write_kubeconfig`]).

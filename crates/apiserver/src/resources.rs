@@ -66,6 +66,28 @@ pub struct StorageView {
 /// Kind-specific validation of a write: the new object and, on updates, the stored one.
 pub type ValidationHook = fn(&Value, Option<&Value>) -> Vec<crate::validation::FieldError>;
 
+/// Upstream's `PrepareForCreate` where it needs the requesting user (a
+/// CertificateSigningRequest records who asked): fills in the object, or refuses it as an
+/// admission plugin would.
+pub type CreateStrategy =
+    fn(&mut Value, Option<&crate::registry::Actor>) -> crate::status::ApiResult<()>;
+
+/// Upstream's `PrepareForUpdate` per subresource, beyond the generic rules: makes the next
+/// object from the stored one (`current`) and what the write asked for (`next`, changed in
+/// place), and reports the changes this route may not make.
+pub type UpdateStrategy =
+    fn(crate::registry::Subresource, &Value, &mut Value) -> Vec<crate::validation::FieldError>;
+
+/// Resources that are not stored objects but served by a handler of their own, as upstream
+/// serves them by a REST storage of their own (`http/legacy.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServedBy {
+    /// `componentstatuses`: get and list, each answered from the server's health checks.
+    ComponentStatuses,
+    /// `bindings`: create only, binding the Pod the Binding names (`pods/binding`'s path).
+    PodBindings,
+}
+
 /// One served resource: a (group, version, plural) and everything the lifecycle needs to know
 /// about its kind.
 #[derive(Clone, Debug)]
@@ -137,6 +159,13 @@ pub struct ResourceType {
     pub runs_on_nodes: bool,
     /// Objects are another resource's, converted (see [`StorageView`]).
     pub view: Option<StorageView>,
+    /// Not stored: served by a handler of its own (see [`ServedBy`]).
+    pub served_by: Option<ServedBy>,
+    /// Has an `/approval` subresource (CertificateSigningRequests): a write there changes
+    /// only `status.conditions`, and only there may Approved and Denied be set.
+    pub approval_subresource: bool,
+    pub create_strategy: Option<CreateStrategy>,
+    pub update_strategy: Option<UpdateStrategy>,
 }
 
 /// A subresource as discovery lists it.
@@ -280,6 +309,14 @@ impl ResourceType {
     pub fn subresources(&self) -> Vec<SubresourceInfo> {
         const READ_WRITE: &[&str] = &["get", "patch", "update"];
         let mut subs = Vec::new();
+        // Discovery lists subresources by name, so `approval` precedes `status`.
+        if self.approval_subresource {
+            subs.push(SubresourceInfo {
+                name: "approval",
+                kind: None,
+                verbs: READ_WRITE,
+            });
+        }
         if self.status_subresource {
             subs.push(SubresourceInfo {
                 name: "status",
@@ -325,10 +362,11 @@ impl ResourceType {
 
     /// The verbs discovery lists for this type.
     pub fn served_verbs(&self) -> &'static [&'static str] {
-        if self.create_only {
-            &["create"]
-        } else {
-            Self::verbs()
+        match self.served_by {
+            Some(ServedBy::ComponentStatuses) => &["get", "list"],
+            Some(ServedBy::PodBindings) => &["create"],
+            None if self.create_only => &["create"],
+            None => Self::verbs(),
         }
     }
 
@@ -393,6 +431,10 @@ impl Builtin {
             token_subresource: false,
             runs_on_nodes: false,
             view: None,
+            served_by: None,
+            approval_subresource: false,
+            create_strategy: None,
+            update_strategy: None,
         })
     }
     /// The k8s-openapi type of the kind (see [`KindType`]).
@@ -494,6 +536,21 @@ impl Builtin {
     }
     fn defaulting(mut self, hook: DefaultingHook) -> Self {
         self.0.defaulting = Some(hook);
+        self
+    }
+    /// Served by a handler of its own, not stored.
+    fn served_by(mut self, handler: ServedBy) -> Self {
+        self.0.served_by = Some(handler);
+        self
+    }
+    /// An `/approval` subresource (see [`ResourceType::approval_subresource`]).
+    fn approval(mut self) -> Self {
+        self.0.approval_subresource = true;
+        self
+    }
+    fn strategies(mut self, create: CreateStrategy, update: UpdateStrategy) -> Self {
+        self.0.create_strategy = Some(create);
+        self.0.update_strategy = Some(update);
         self
     }
 }
@@ -601,8 +658,8 @@ fn default_service(object: &mut Value) {
 pub fn builtin_types() -> Vec<ResourceType> {
     use k8s_openapi::api::{
         admissionregistration, apps, authentication, authorization, autoscaling, batch,
-        coordination, core, discovery, events, flowcontrol, networking, node, policy, rbac,
-        scheduling, storage,
+        certificates, coordination, core, discovery, events, flowcontrol, networking, node, policy,
+        rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -1115,7 +1172,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::MutatingWebhookConfiguration>()
         .generation()
-        .defaulting(crate::admission::default_mutating)
+        .write_defaults(crate::admission::default_mutating)
         .validation(crate::admission::validate_mutating)
         .0,
         Builtin::new(
@@ -1127,7 +1184,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         )
         .typed::<admissionregistration::v1::ValidatingWebhookConfiguration>()
         .generation()
-        .defaulting(crate::admission::default_validating)
+        .write_defaults(crate::admission::default_validating)
         .validation(crate::admission::validate_validating)
         .0,
         Builtin::new(
@@ -1178,6 +1235,40 @@ pub fn builtin_types() -> Vec<ResourceType> {
         .typed::<flowcontrol::v1::PriorityLevelConfiguration>()
         .status()
         .generation()
+        .0,
+        // Deprecated upstream since 1.19 and still served: built on each request from the
+        // server's own health checks (http/legacy.rs).
+        Builtin::new("", "v1", "ComponentStatus", "componentstatuses", false)
+            .typed::<core::v1::ComponentStatus>()
+            .short(&["cs"])
+            .served_by(ServedBy::ComponentStatuses)
+            .0,
+        // The legacy route to a Pod's binding: the Binding's own name names the Pod.
+        Builtin::new("", "v1", "Binding", "bindings", true)
+            .typed::<core::v1::Binding>()
+            .served_by(ServedBy::PodBindings)
+            .0,
+        // Approved or denied through `/approval`, issued through `/status`
+        // (kinds/certificates.rs); `kubernetes.io/kube-apiserver-client` requests are signed
+        // by the server's CA (controllers/csr_signer.rs).
+        Builtin::new(
+            "certificates.k8s.io",
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            false,
+        )
+        .typed::<certificates::v1::CertificateSigningRequest>()
+        .short(&["csr"])
+        .status()
+        .approval()
+        .names(NameRule::PathSegment)
+        .fields(&["spec.signerName"])
+        .strategies(
+            crate::kinds::certificates::prepare_create,
+            crate::kinds::certificates::prepare_update,
+        )
+        .validation(crate::kinds::certificates::validate)
         .0,
         // Stored; requests are not proxied to the services they name.
         Builtin::new(

@@ -331,8 +331,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .pki_dir
         .clone()
         .unwrap_or_else(|| config.data_dir.join(crate::pki::PKI_DIR));
-    let pki = Pki::load_or_create_in(&pki_dir, &config.extra_sans)
-        .with_context(|| format!("cannot prepare certificates in {}", pki_dir.display()))?;
+    // Shared with the CSR signer, which signs approved client requests with the CA.
+    let pki = Arc::new(
+        Pki::load_or_create_in(&pki_dir, &config.extra_sans)
+            .with_context(|| format!("cannot prepare certificates in {}", pki_dir.display()))?,
+    );
     let tls = TlsAcceptor::from(
         pki.server_tls_config()
             .context("cannot build the TLS configuration")?,
@@ -437,6 +440,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let run_jobs = config.job_controller;
         let namespace_options = config.namespace_controller.clone();
         let node_lifecycle = config.node_lifecycle.clone();
+        let pki = Arc::clone(&pki);
         Box::new(move |term: CancellationToken| {
             let mut tasks = vec![
                 (
@@ -478,6 +482,14 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                 "scheduler",
                 crate::controllers::scheduler::spawn(
                     Arc::new(registry.acting_as(crate::controllers::scheduler::SCHEDULER_USER)),
+                    term.clone(),
+                ),
+            ));
+            tasks.push((
+                "csr-signer",
+                crate::controllers::csr_signer::spawn(
+                    Arc::new(registry.acting_as(crate::controllers::csr_signer::CSR_SIGNER_USER)),
+                    Arc::clone(&pki),
                     term.clone(),
                 ),
             ));

@@ -225,9 +225,13 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         });
+        // Upstream's `Status.reason` is `omitempty`: a Status without one (a conversion
+        // webhook's failure, say) leaves the field out rather than sending "".
+        if !self.reason.is_empty() {
+            status["reason"] = json!(self.reason);
+        }
         if let Some(details) = &self.details {
             status["details"] = details_json(details);
         }
@@ -253,7 +257,20 @@ fn details_json(details: &Details) -> Value {
         let causes: Vec<Value> = details
             .causes
             .iter()
-            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .map(|c| {
+                // Every field of upstream's `StatusCause` is `omitempty` too.
+                let mut cause = serde_json::Map::new();
+                for (key, value) in [
+                    ("reason", &c.reason),
+                    ("message", &c.message),
+                    ("field", &c.field),
+                ] {
+                    if !value.is_empty() {
+                        cause.insert(key.into(), json!(value));
+                    }
+                }
+                Value::Object(cause)
+            })
             .collect();
         out.insert("causes".into(), Value::Array(causes));
     }
@@ -320,3 +337,30 @@ impl From<finale_store::StoreError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Upstream leaves an empty `reason` out of a `Status` (and of its causes) rather than
+    /// sending `"reason": ""`: clients that test for the field's presence see none.
+    #[test]
+    fn an_empty_reason_is_left_out_of_the_status() {
+        let status = ApiError::new(500, "", "conversion webhook failed").to_status();
+        assert!(status.get("reason").is_none(), "{status}");
+        assert_eq!(status["code"], 500);
+
+        let mut cause_only = ApiError::new(422, "Invalid", "invalid");
+        cause_only.details = Some(Box::new(Details {
+            causes: vec![Cause {
+                reason: String::new(),
+                message: "bad".into(),
+                field: String::new(),
+            }],
+            ..Details::default()
+        }));
+        let status = cause_only.to_status();
+        assert_eq!(status["reason"], "Invalid");
+        assert_eq!(status["details"]["causes"][0], json!({"message": "bad"}));
+    }
+}

@@ -43,6 +43,9 @@ const UPSTREAM_ROWS: &[&str] = &[
     "ipaddresses ip networking.k8s.io/v1 false IPAddress",
     "servicecidrs networking.k8s.io/v1 false ServiceCIDR",
     "csistoragecapacities storage.k8s.io/v1 true CSIStorageCapacity",
+    "bindings v1 true Binding",
+    "componentstatuses cs v1 false ComponentStatus",
+    "certificatesigningrequests csr certificates.k8s.io/v1 false CertificateSigningRequest",
 ];
 
 /// One object of each kind, as a chart would render it.

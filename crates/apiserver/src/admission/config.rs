@@ -263,12 +263,13 @@ fn default_webhooks(object: &mut Value, mutating: bool) {
     }
 }
 
-/// Defaulting hook of `MutatingWebhookConfiguration`.
+/// Write defaults of `MutatingWebhookConfiguration`: applied on create and on every update,
+/// as upstream defaults any decoded body, so a PUT without them still stores them.
 pub fn default_mutating(object: &mut Value) {
     default_webhooks(object, true);
 }
 
-/// Defaulting hook of `ValidatingWebhookConfiguration`.
+/// Write defaults of `ValidatingWebhookConfiguration` (see [`default_mutating`]).
 pub fn default_validating(object: &mut Value) {
     default_webhooks(object, false);
 }

@@ -3,11 +3,12 @@
 //!
 //! All but the CRD serving loop run on one replica, under the controllers' Lease
 //! ([`leadership`]): the garbage collector, the namespace, CRD and ClusterRole aggregation
-//! controllers, the [`job`] controller, the [`scheduler`] and the [`node_lifecycle`]
-//! controller.
+//! controllers, the [`job`] controller, the [`scheduler`], the [`node_lifecycle`]
+//! controller and the [`csr_signer`].
 
 pub mod clusterrole_aggregation;
 pub mod crd;
+pub mod csr_signer;
 pub mod events;
 pub mod gc;
 pub mod job;

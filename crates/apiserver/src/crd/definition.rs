@@ -1138,6 +1138,10 @@ pub fn resource_types(crd: &Value) -> Result<Vec<ResourceType>, String> {
             runs_on_nodes: false,
             view: None,
             status_writes: crate::resources::StatusWrites::StatusOnly,
+            served_by: None,
+            approval_subresource: false,
+            create_strategy: None,
+            update_strategy: None,
         });
     }
     types.sort_by(|a, b| compare_kube_versions(&a.version, &b.version));

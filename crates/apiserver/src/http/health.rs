@@ -19,6 +19,8 @@
 //! (`[+]<name> excluded: ok`), and names that match no check are reported in a `warn:` line.
 //! `/<endpoint>/<name>` runs one check and shows its reason: `internal server error:
 //! <reason>` with 500. The endpoints need no credentials; reasons are logged at `warn`.
+//!
+//! The same checks judge the components `componentstatuses` lists ([`components`]).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -171,6 +173,48 @@ impl Check {
             }
         }
     }
+}
+
+/// The components `componentstatuses` reports, in upstream's order: the scheduler, the
+/// controller-manager and the store. Upstream probes the processes of those names; Finale's
+/// are in-process, so each is judged by the checks `/readyz` runs for it: the scheduler and
+/// the other controllers by whether their tasks still run, the store (`etcd-0` on an etcd
+/// backend, `store` on the embedded one) by a read and, embedded, by whether it takes writes.
+pub async fn components(health: &Health) -> Vec<(&'static str, Result<(), String>)> {
+    let stopped = health.controllers.stopped();
+    let scheduler = if stopped.contains(&"scheduler") {
+        Err("the in-process scheduler has stopped".to_string())
+    } else {
+        Ok(())
+    };
+    let others: Vec<&str> = stopped
+        .iter()
+        .copied()
+        .filter(|name| *name != "scheduler")
+        .collect();
+    let controller_manager = if others.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "in-process controllers stopped: {}",
+            others.join(", ")
+        ))
+    };
+    let store = if health.etcd.is_some() {
+        ("etcd-0", Check::Etcd.run(health).await)
+    } else {
+        let read = Check::Store.run(health).await;
+        let writable = match read {
+            Ok(()) => Check::StoreWritable.run(health).await,
+            failed => failed,
+        };
+        ("store", writable)
+    };
+    vec![
+        ("scheduler", scheduler),
+        ("controller-manager", controller_manager),
+        store,
+    ]
 }
 
 /// The three endpoints and their checks, in the order they are reported.

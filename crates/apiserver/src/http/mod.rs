@@ -4,6 +4,7 @@
 //! no lifecycle rule lives in this module.
 
 pub mod audit;
+mod component_status;
 pub mod health;
 mod jsonpath;
 pub mod limits;

@@ -1,6 +1,8 @@
 //! The Pod subresources that are not a view of the Pod itself: `binding` and `eviction`
 //! (POST; the registry decides, `registry/pods.rs`) and `log` (GET; the node agent running
-//! the Pod answers, [`crate::node_client`]).
+//! the Pod answers, [`crate::node_client`]); and the legacy `bindings` resource, upstream's
+//! `LegacyBindingREST`: a Binding POSTed to the namespace's collection binds the Pod its own
+//! name names, through the same path as `pods/NAME/binding`.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -45,10 +47,105 @@ pub(super) async fn pod_subresource(
             parts.method
         )));
     }
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
+    let query = query_pairs(parts);
+    let (actor, options) = write_options(parts, &query);
+    let registry = &state.registry;
+    match subresource {
+        "binding" => {
+            let binding = decode_object(&parts.headers, &read_body(body).await?)?;
+            bind(state, namespace, name, &binding, &options).await
+        }
+        "eviction" => {
+            let eviction = decode_object(&parts.headers, &read_body(body).await?)?;
+            check_kind(&eviction, "Eviction")?;
+            let delete = match eviction.get("deleteOptions").filter(|v| !v.is_null()) {
+                Some(value) => delete_options_from_json(value, actor)?,
+                None => DeleteOptions {
+                    actor: Some(actor),
+                    ..DeleteOptions::default()
+                },
+            };
+            let answer = registry
+                .evict_pod(namespace, name, &eviction, delete, &options)
+                .await?;
+            Ok(json_response(StatusCode::CREATED, &answer))
+        }
+        _ => container_logs(state, namespace, name, &query).await,
+    }
+}
+
+/// `POST /api/v1/namespaces/NS/bindings`: the Binding's `metadata.name` is the Pod's.
+pub(super) async fn legacy_binding(
+    state: &AppState,
+    path: &ResourcePath,
+    parts: &http::request::Parts,
+    body: Body,
+) -> ApiResult<Response> {
+    let Some(namespace) = path.namespace.as_deref() else {
+        return Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource: bindings are namespaced",
+        ));
+    };
+    if parts.method != Method::POST || path.name.is_some() || path.subresource.is_some() {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(crate::status::Details {
+            kind: "bindings".into(),
+            ..Default::default()
+        }));
+    }
+    let binding = decode_object(&parts.headers, &read_body(body).await?)?;
+    let name = crate::object::name(&binding).to_string();
+    if name.is_empty() {
+        // Upstream's key function refuses an empty name before the Pod is looked up.
+        return Err(ApiError::bad_request("Name parameter required."));
+    }
+    let (_, options) = write_options(parts, &query_pairs(parts));
+    bind(state, namespace, &name, &binding, &options).await
+}
+
+/// Binds Pod `name` as `binding` says (the registry decides, `registry/pods.rs`), answering
+/// with a success Status (201).
+async fn bind(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    binding: &Value,
+    options: &WriteOptions,
+) -> ApiResult<Response> {
+    check_kind(binding, "Binding")?;
+    let bound = state
+        .registry
+        .bind_pod(namespace, name, binding, options)
+        .await?;
+    let uid = crate::object::uid(&bound).to_string();
+    let mut answer = crate::status::success_status(
+        crate::status::Target {
+            group: "",
+            resource: "pods",
+            name,
+        },
+        &uid,
+    );
+    answer["code"] = Value::from(201);
+    Ok(json_response(StatusCode::CREATED, &answer))
+}
+
+fn query_pairs(parts: &http::request::Parts) -> Vec<(String, String)> {
+    form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// Who writes (the authenticated identity, else the User-Agent's product) and the write's
+/// options (`dryRun=All` only: these routes take no other).
+fn write_options(
+    parts: &http::request::Parts,
+    query: &[(String, String)],
+) -> (Actor, WriteOptions) {
     let dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
     let user_agent = parts
         .headers
@@ -71,75 +168,48 @@ pub(super) async fn pod_subresource(
         actor: Some(actor.clone()),
         ..WriteOptions::default()
     };
+    (actor, options)
+}
+
+/// `pods/NAME/log`: asked of the node agent that runs the Pod.
+async fn container_logs(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    query: &[(String, String)],
+) -> ApiResult<Response> {
     let registry = &state.registry;
-    match subresource {
-        "binding" => {
-            let binding = decode_object(&parts.headers, &read_body(body).await?)?;
-            check_kind(&binding, "Binding")?;
-            let bound = registry
-                .bind_pod(namespace, name, &binding, &options)
-                .await?;
-            let uid = crate::object::uid(&bound).to_string();
-            let mut answer = crate::status::success_status(
-                crate::status::Target {
-                    group: "",
-                    resource: "pods",
-                    name,
-                },
-                &uid,
-            );
-            answer["code"] = Value::from(201);
-            Ok(json_response(StatusCode::CREATED, &answer))
-        }
-        "eviction" => {
-            let eviction = decode_object(&parts.headers, &read_body(body).await?)?;
-            check_kind(&eviction, "Eviction")?;
-            let delete = match eviction.get("deleteOptions").filter(|v| !v.is_null()) {
-                Some(value) => delete_options_from_json(value, actor)?,
-                None => DeleteOptions {
-                    actor: Some(actor),
-                    ..DeleteOptions::default()
-                },
-            };
-            let answer = registry
-                .evict_pod(namespace, name, &eviction, delete, &options)
-                .await?;
-            Ok(json_response(StatusCode::CREATED, &answer))
-        }
-        _ => {
-            let pods = registry
-                .catalog()
-                .lookup("", "v1", "pods")
-                .ok_or_else(|| ApiError::internal("the pods resource is not served"))?;
-            let pod = registry.get(&pods, Some(namespace), name).await?;
-            let node_name = pod
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "pod {name} is not scheduled to a node yet: its logs are kept by the node that runs it"
-                    ))
-                })?;
-            let nodes = registry
-                .catalog()
-                .lookup("", "v1", "nodes")
-                .ok_or_else(|| ApiError::internal("the nodes resource is not served"))?;
-            let node = registry.get(&nodes, None, node_name).await?;
-            state
-                .node_client
-                .as_ref()
-                .ok_or_else(|| {
-                    ApiError::new(
-                        503,
-                        "ServiceUnavailable",
-                        "this server has no client for node agents",
-                    )
-                })?
-                .container_logs(&node, &pod, &query)
-                .await
-        }
-    }
+    let pods = registry
+        .catalog()
+        .lookup("", "v1", "pods")
+        .ok_or_else(|| ApiError::internal("the pods resource is not served"))?;
+    let pod = registry.get(&pods, Some(namespace), name).await?;
+    let node_name = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "pod {name} is not scheduled to a node yet: its logs are kept by the node that runs it"
+            ))
+        })?;
+    let nodes = registry
+        .catalog()
+        .lookup("", "v1", "nodes")
+        .ok_or_else(|| ApiError::internal("the nodes resource is not served"))?;
+    let node = registry.get(&nodes, None, node_name).await?;
+    state
+        .node_client
+        .as_ref()
+        .ok_or_else(|| {
+            ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "this server has no client for node agents",
+            )
+        })?
+        .container_logs(&node, &pod, query)
+        .await
 }
 
 /// A body of another kind is a 400, as upstream's decoder answers.

@@ -20,7 +20,7 @@ use crate::registry::{
     Actor, DeleteOptions, ListOptions, PatchFormat, Preconditions, Subresource, WriteOptions,
     Written, manager_from_user_agent,
 };
-use crate::resources::ResourceType;
+use crate::resources::{ResourceType, ServedBy};
 use crate::scale;
 use crate::status::{ApiError, ApiResult};
 
@@ -165,6 +165,22 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
     if resource_path.namespace.is_some() && !resource.namespaced {
         return Err(not_found_path(parts.uri.path()));
     }
+    match resource.served_by {
+        Some(ServedBy::PodBindings) => {
+            return super::pod::legacy_binding(&state, &resource_path, &parts, body).await;
+        }
+        // Only get and list: answered below from health checks, not from the store.
+        Some(ServedBy::ComponentStatuses) if parts.method != Method::GET || query.flag("watch") => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )
+            .with_details(crate::status::Details {
+                kind: resource.plural.clone(),
+                ..Default::default()
+            }));
+        }
+        _ => {}
+    }
     if resource.create_only {
         return review(&state, &resource, &resource_path, &parts, &query, body).await;
     }
@@ -186,6 +202,7 @@ async fn handle(state: AppState, request: Request) -> ApiResult<Response> {
         None => Subresource::Main,
         Some("status") if resource.status_subresource => Subresource::Status,
         Some("scale") if resource.scale.is_some() => Subresource::Scale,
+        Some("approval") if resource.approval_subresource => Subresource::Approval,
         Some("finalize") if resource.is_namespace() => {
             // N1: /finalize only takes a PUT.
             if parts.method != Method::PUT {
@@ -611,6 +628,14 @@ impl ResourceRequest<'_> {
     }
 
     async fn get(&self, name: &str) -> ApiResult<Response> {
+        if self.resource.served_by == Some(ServedBy::ComponentStatuses) {
+            let object = super::component_status::get(&self.state.health, name).await?;
+            let response = self.respond(StatusCode::OK, &object)?;
+            return Ok(with_warnings(
+                response,
+                &[super::component_status::DEPRECATION.to_string()],
+            ));
+        }
         let mut object = self
             .state
             .registry
@@ -621,6 +646,14 @@ impl ResourceRequest<'_> {
     }
 
     async fn list(&self) -> ApiResult<Response> {
+        if self.resource.served_by == Some(ServedBy::ComponentStatuses) {
+            let list = super::component_status::list(&self.state.health).await;
+            let response = self.respond(StatusCode::OK, &list)?;
+            return Ok(with_warnings(
+                response,
+                &[super::component_status::DEPRECATION.to_string()],
+            ));
+        }
         let mut list = self
             .state
             .registry

@@ -3,6 +3,7 @@
 //! kind's controller and the API server share. Below the registry and the controllers, so
 //! both can use them.
 
+pub mod certificates;
 pub mod event;
 pub mod hpa;
 pub mod job;

@@ -210,8 +210,14 @@ fn builtin_list_strategy(path: &[&str], kind: Option<&str>) -> ListStrategy {
         }
         "hostAliases" if parent == "spec" => MergeByKey("ip"),
         "topologySpreadConstraints" if parent == "spec" => MergeByKey("topologyKey"),
-        // CRD conditions have no patch strategy upstream, unlike every other status.
-        "conditions" if parent == "status" && kind != Some("CustomResourceDefinition") => {
+        // CRD and CSR conditions have no patch strategy upstream, unlike every other status.
+        "conditions"
+            if parent == "status"
+                && !matches!(
+                    kind,
+                    Some("CustomResourceDefinition" | "CertificateSigningRequest")
+                ) =>
+        {
             MergeByKey("type")
         }
         "podIPs" | "hostIPs" if parent == "status" => MergeByKey("ip"),

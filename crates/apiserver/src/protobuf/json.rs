@@ -237,6 +237,31 @@ impl Object {
         self.insert(key, Value::Object(map.collect()))
     }
 
+    /// A `[]byte`: standard base64, left out when empty.
+    pub(super) fn bytes(&mut self, key: &'static str, value: Option<Vec<u8>>) -> Step {
+        match value {
+            Some(bytes) if !bytes.is_empty() => {
+                self.insert(key, base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A map of string keys to values of another type (`map[string]ExtraValue`), left out
+    /// when empty.
+    pub(super) fn value_map<T>(
+        &mut self,
+        key: &'static str,
+        convert: impl Fn(T) -> Value,
+        map: BTreeMap<String, T>,
+    ) -> Step {
+        if map.is_empty() {
+            return Ok(());
+        }
+        let map = map.into_iter().map(|(k, v)| (k, convert(v)));
+        self.insert(key, Value::Object(map.collect()))
+    }
+
     /// A `ResourceList`: resource names to quantities.
     pub(super) fn quantity_map(
         &mut self,

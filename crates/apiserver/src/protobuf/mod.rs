@@ -13,7 +13,8 @@
 //! apps/v1 Deployment, ReplicaSet; batch/v1 Job; coordination.k8s.io/v1 Lease;
 //! rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding, ClusterRoleBinding;
 //! authorization.k8s.io/v1 SubjectAccessReview (and its self and local forms),
-//! SelfSubjectRulesReview; authentication.k8s.io/v1 TokenRequest, TokenReview.
+//! SelfSubjectRulesReview; authentication.k8s.io/v1 TokenRequest, TokenReview;
+//! certificates.k8s.io/v1 CertificateSigningRequest.
 //!
 //! *Guarantees:* no data is lost silently. Every field of every decoded message is
 //! converted (the `convert!` tables fail to compile otherwise); a few large subtrees are not
@@ -28,6 +29,7 @@
 mod apps;
 mod authentication;
 mod batch;
+mod certificates;
 mod coordination;
 mod core_v1;
 mod json;
@@ -168,6 +170,9 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("apps/v1", "ReplicaSet") => object.convert(apps::replica_set),
         ("batch/v1", "Job") => object.convert(batch::job),
         ("coordination.k8s.io/v1", "Lease") => object.convert(coordination::lease),
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            object.convert(certificates::certificate_signing_request)
+        }
         ("rbac.authorization.k8s.io/v1", "Role") => object.convert(rbac::role),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => object.convert(rbac::cluster_role),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => object.convert(rbac::role_binding),

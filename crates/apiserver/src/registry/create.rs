@@ -138,6 +138,11 @@ impl Registry {
                 object = restore_create_metadata(resource, &object, seen);
             }
         }
+        // The kind's own PrepareForCreate runs after mutating admission, as upstream's
+        // strategy does: what it owns (a CSR's requester, its empty status) no webhook sets.
+        if let Some(prepare) = resource.create_strategy {
+            prepare(&mut object, options.actor.as_ref())?;
+        }
         let admission = admit::admit_content(resource, &mut object, None, options)?;
         admit::check_permissions(&self.catalog, resource, &object, None, options)?;
         errors.extend(admission.errors);

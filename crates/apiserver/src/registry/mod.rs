@@ -160,6 +160,9 @@ pub enum Subresource {
     /// A Pod's `/binding`: `spec.nodeName` and the `PodScheduled` condition change in one
     /// write ([`Registry::bind_pod`] decides what).
     Binding,
+    /// A CertificateSigningRequest's `/approval`: only `status.conditions` changes, and only
+    /// here may Approved and Denied be added (the kind's update strategy).
+    Approval,
 }
 
 impl Subresource {
@@ -171,6 +174,7 @@ impl Subresource {
             Subresource::Finalize => Some("finalize"),
             Subresource::Scale => Some("scale"),
             Subresource::Binding => Some("binding"),
+            Subresource::Approval => Some("approval"),
         }
     }
 }

@@ -653,6 +653,9 @@ pub(super) fn prepare_update(
         }
         // The binding's own rules made the whole object (registry/pods.rs).
         Subresource::Binding => {}
+        // `/approval` (CertificateSigningRequests): the kind's update strategy keeps all but
+        // the conditions, below.
+        Subresource::Approval => {}
         Subresource::Finalize => {
             // N1: /finalize changes only a namespace's spec.finalizers.
             let mut next = current.clone();
@@ -733,6 +736,12 @@ pub(super) fn prepare_update(
         }
     }
 
+    if let Some(prepare) = resource.update_strategy {
+        let refused = prepare(subresource, current, &mut requested);
+        if !refused.is_empty() {
+            return Err(invalid(&refused));
+        }
+    }
     if let Some(hook) = resource.write_defaults {
         hook(&mut requested);
     }

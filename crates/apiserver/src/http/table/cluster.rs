@@ -1,13 +1,36 @@
 //! Printers for cluster-wide policy and bookkeeping: RBAC bindings, priority and runtime
-//! classes, pod disruption budgets, leases, and Finale's own FinalizerClaims and
-//! FinalizerRemovals. (Roles and ClusterRoles have no printer upstream and print with the
+//! classes, pod disruption budgets, leases, certificate signing requests, component
+//! statuses, and Finale's own FinalizerClaims and FinalizerRemovals. (Roles and ClusterRoles have no printer upstream and print with the
 //! default columns.)
 
 use serde_json::{Value, json};
 
 use super::{
-    AGE, Clock, Column, NAME, creation_age, flag, int, list, name_cell, optional_text, text,
+    AGE, Clock, Column, NAME, creation_age, flag, human_duration, int, list, name_cell,
+    optional_text, text,
 };
+
+pub(super) const CERTIFICATE_SIGNING_REQUEST_COLUMNS: &[Column] = &[
+    NAME,
+    AGE,
+    Column::string("SignerName", "The signer the request is addressed to."),
+    Column::string("Requestor", "The user who created the request."),
+    Column::string(
+        "RequestedDuration",
+        "The validity the request asks for (spec.expirationSeconds).",
+    ),
+    Column::string(
+        "Condition",
+        "Pending, Approved or Denied, then Failed and Issued when they apply.",
+    ),
+];
+
+pub(super) const COMPONENT_STATUS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Status", "Healthy, Unhealthy or Unknown."),
+    Column::string("Message", "The component's answer to its health check."),
+    Column::string("Error", "Why the health check failed."),
+];
 
 pub(super) const LEASE_COLUMNS: &[Column] = &[
     NAME,
@@ -222,6 +245,61 @@ pub(super) fn priority_class_cells(item: &Value, clock: &Clock) -> Vec<Value> {
     ]
 }
 
+/// Upstream's `printCertificateSigningRequest`: the decision (Denied outranks Approved),
+/// then `,Failed` and `,Issued`.
+pub(super) fn certificate_signing_request_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    let has = |kind: &str| {
+        list(item, "/status/conditions")
+            .iter()
+            .any(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+    };
+    let mut condition = String::from(if has("Denied") {
+        "Denied"
+    } else if has("Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    });
+    if has("Failed") {
+        condition.push_str(",Failed");
+    }
+    if optional_text(item, "/status/certificate").is_some_and(|c| !c.is_empty()) {
+        condition.push_str(",Issued");
+    }
+    let duration = item
+        .pointer("/spec/expirationSeconds")
+        .and_then(Value::as_i64)
+        .map_or_else(|| "<none>".to_string(), human_duration);
+    vec![
+        name_cell(item),
+        creation_age(item, clock),
+        json!(optional_text(item, "/spec/signerName").unwrap_or("<none>")),
+        json!(text(item, "/spec/username")),
+        json!(duration),
+        json!(condition),
+    ]
+}
+
+/// Upstream's `printComponentStatus`: the `Healthy` condition decides the status.
+pub(super) fn component_status_cells(item: &Value, _: &Clock) -> Vec<Value> {
+    let healthy = list(item, "/conditions")
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Healthy"));
+    let (status, message, error) = match healthy {
+        Some(condition) => (
+            if condition.get("status").and_then(Value::as_str) == Some("True") {
+                "Healthy"
+            } else {
+                "Unhealthy"
+            },
+            text(condition, "/message"),
+            text(condition, "/error"),
+        ),
+        None => ("Unknown", "", ""),
+    };
+    vec![name_cell(item), json!(status), json!(message), json!(error)]
+}
+
 pub(super) fn runtime_class_cells(item: &Value, clock: &Clock) -> Vec<Value> {
     vec![
         name_cell(item),
@@ -351,6 +429,72 @@ mod tests {
                 json!(false),
                 json!("60s"),
                 json!("PreemptLowerPriority")
+            ]
+        );
+    }
+
+    #[test]
+    fn certificate_signing_requests() {
+        let resource = builtin("certificates.k8s.io", "certificatesigningrequests");
+        assert_eq!(
+            header_line(&resource),
+            [
+                "Name:string:0",
+                "Age:string:0",
+                "SignerName:string:0",
+                "Requestor:string:0",
+                "RequestedDuration:string:0",
+                "Condition:string:0"
+            ]
+        );
+        let csr = json!({"metadata": meta("jane", 60),
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client", "username": "admin",
+                "expirationSeconds": 86400},
+            "status": {"certificate": "Zm9v", "conditions": [{"type": "Approved", "status": "True"}]}});
+        assert_eq!(
+            cells(&resource, &csr),
+            [
+                json!("jane"),
+                json!("60s"),
+                json!("kubernetes.io/kube-apiserver-client"),
+                json!("admin"),
+                json!("24h"),
+                json!("Approved,Issued")
+            ]
+        );
+        let pending = json!({"metadata": meta("new", 60), "spec": {}});
+        assert_eq!(
+            cells(&resource, &pending)[2..],
+            [
+                json!("<none>"),
+                json!(""),
+                json!("<none>"),
+                json!("Pending")
+            ]
+        );
+    }
+
+    #[test]
+    fn component_statuses() {
+        let resource = builtin("", "componentstatuses");
+        assert_eq!(
+            header_line(&resource),
+            [
+                "Name:string:0",
+                "Status:string:0",
+                "Message:string:0",
+                "Error:string:0"
+            ]
+        );
+        let down = json!({"metadata": {"name": "store"}, "conditions": [
+            {"type": "Healthy", "status": "False", "error": "the store is closed"}]});
+        assert_eq!(
+            cells(&resource, &down),
+            [
+                json!("store"),
+                json!("Unhealthy"),
+                json!(""),
+                json!("the store is closed")
             ]
         );
     }

@@ -531,6 +531,18 @@ const PRINTERS: &[PrinterEntry] = &[
         cluster::pod_disruption_budget_cells,
     ),
     entry(
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        cluster::CERTIFICATE_SIGNING_REQUEST_COLUMNS,
+        cluster::certificate_signing_request_cells,
+    ),
+    entry(
+        "",
+        "componentstatuses",
+        cluster::COMPONENT_STATUS_COLUMNS,
+        cluster::component_status_cells,
+    ),
+    entry(
         "coordination.k8s.io",
         "leases",
         cluster::LEASE_COLUMNS,
