@@ -44,6 +44,15 @@ pub fn finalizers(object: &Value) -> Vec<String> {
     string_list(metadata(object).and_then(|m| m.get("finalizers")))
 }
 
+/// `status.conditions`, empty when absent or not a list.
+pub fn status_conditions(object: &Value) -> &[Value] {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
 /// One `metadata.ownerReferences` entry, as the garbage collector and deletion insight read
 /// it. Its short strings are kept inline ([`CompactString`]): a plan of ten thousand
 /// dependents reads every one's reference, and heap strings scattered over memory made

@@ -5,13 +5,11 @@
 
 mod common;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Api, Env, binary, configmap, eventually};
 use finale_e2e::FinaleServer;
+use finale_faultfs::tmpfs::Tmpfs;
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -69,52 +67,6 @@ fn health_endpoints_report_named_checks_in_upstreams_format() {
     assert_eq!(code, 404);
     let (code, _, _) = get_text(&anonymous, "/readyz/etcd");
     assert_eq!(code, 404);
-}
-
-/// A tmpfs of `size` mounted at `dir`, unmounted on drop (after everything declared later,
-/// such as the server using it, has been dropped).
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Tmpfs {
-        use std::os::unix::fs::MetadataExt;
-        // /proc/self belongs to the process's effective user.
-        let euid = std::fs::metadata("/proc/self").map(|m| m.uid());
-        assert!(
-            matches!(euid, Ok(0)),
-            "this test mounts a small tmpfs to fill the store's disk and must run as root \
-             (it does in CI); it cannot inject a real ENOSPC otherwise"
-        );
-        std::fs::create_dir_all(dir).unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mount a tmpfs at {}", dir.display());
-        Tmpfs {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    /// Writes a file until the filesystem is full; returns its path.
-    fn fill(&self) -> PathBuf {
-        let path = self.dir.join("filler");
-        let mut file = std::fs::File::create(&path).unwrap();
-        let chunk = vec![0u8; 64 << 10];
-        while file.write_all(&chunk).is_ok() {}
-        // The last partial chunk may have gone in; make sure not even one byte fits.
-        while file.write_all(&[0]).is_ok() {}
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-    }
 }
 
 #[test]

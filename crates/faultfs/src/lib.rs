@@ -59,6 +59,7 @@
 
 mod fuse;
 mod model;
+pub mod tmpfs;
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};

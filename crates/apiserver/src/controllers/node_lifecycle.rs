@@ -122,18 +122,10 @@ fn items(list: Value) -> Vec<Value> {
 }
 
 fn ready_status(node: &Value) -> Option<&str> {
-    conditions(node)
+    crate::object::status_conditions(node)
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
         .and_then(|c| c.get("status").and_then(Value::as_str))
-}
-
-fn conditions(object: &Value) -> &[Value] {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
 }
 
 impl NodeLifecycle {
@@ -188,7 +180,7 @@ impl NodeLifecycle {
             .retain(|name, _| nodes.iter().any(|n| object::name(n) == name));
         for node in &nodes {
             let name = object::name(node).to_string();
-            let heartbeat = conditions(node)
+            let heartbeat = crate::object::status_conditions(node)
                 .iter()
                 .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
                 .and_then(|c| c.get("lastHeartbeatTime").and_then(Value::as_str))
@@ -287,7 +279,7 @@ impl NodeLifecycle {
                     if !next.get("status").is_some_and(Value::is_object) {
                         next["status"] = json!({});
                     }
-                    let mut list: Vec<Value> = conditions(current).to_vec();
+                    let mut list: Vec<Value> = crate::object::status_conditions(current).to_vec();
                     for kind in ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"] {
                         match list
                             .iter_mut()
@@ -335,7 +327,7 @@ impl NodeLifecycle {
 
     /// Upstream's `MarkPodsNotReady`: the Pod's Ready condition False.
     async fn mark_pod_not_ready(&self, pod: &Value) {
-        let ready = conditions(pod).iter().any(|c| {
+        let ready = crate::object::status_conditions(pod).iter().any(|c| {
             c.get("type").and_then(Value::as_str) == Some("Ready")
                 && c.get("status").and_then(Value::as_str) == Some("True")
         });

@@ -165,7 +165,7 @@ pub fn prepare_update(
         Subresource::Status => {
             for kind in ["Approved", "Denied"] {
                 let stored = conditions_of(current, kind);
-                let indices: Vec<usize> = conditions(next)
+                let indices: Vec<usize> = crate::object::status_conditions(next)
                     .iter()
                     .enumerate()
                     .filter(|(_, c)| condition_type(c) == kind)
@@ -199,7 +199,7 @@ pub fn prepare_update(
 /// Conditions without `lastUpdateTime` get the time of this write; without
 /// `lastTransitionTime`, the stored one of a condition of the same type and status, or now.
 fn fill_condition_timestamps(next: &mut Value, current: &Value) {
-    let stored = conditions(current).to_vec();
+    let stored = crate::object::status_conditions(current).to_vec();
     let now = crate::object::now();
     let Some(list) = next
         .pointer_mut("/status/conditions")
@@ -341,7 +341,7 @@ fn validate_conditions(object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let (mut approved, mut denied) = (false, false);
-    for (index, condition) in conditions(object).iter().enumerate() {
+    for (index, condition) in crate::object::status_conditions(object).iter().enumerate() {
         let kind = condition_type(condition);
         if kind.is_empty() {
             errors.push(FieldError::required(
@@ -444,14 +444,6 @@ pub fn signer_name(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-fn conditions(object: &Value) -> &[Value] {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
 fn condition_type(condition: &Value) -> &str {
     condition
         .get("type")
@@ -461,7 +453,7 @@ fn condition_type(condition: &Value) -> &str {
 
 /// The conditions of one type, in order.
 fn conditions_of(object: &Value, kind: &str) -> Vec<Value> {
-    conditions(object)
+    crate::object::status_conditions(object)
         .iter()
         .filter(|c| condition_type(c) == kind)
         .cloned()
@@ -470,7 +462,11 @@ fn conditions_of(object: &Value, kind: &str) -> Vec<Value> {
 
 /// Whether the request carries an Approved condition and no Denied or Failed one.
 pub fn is_approved(object: &Value) -> bool {
-    let has = |kind: &str| conditions(object).iter().any(|c| condition_type(c) == kind);
+    let has = |kind: &str| {
+        crate::object::status_conditions(object)
+            .iter()
+            .any(|c| condition_type(c) == kind)
+    };
     has("Approved") && !has("Denied") && !has("Failed")
 }
 
