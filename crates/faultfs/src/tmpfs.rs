@@ -38,6 +38,11 @@ impl Tmpfs {
         }
     }
 
+    /// Where it is mounted.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes a file until the filesystem is full (bounded by its size); returns its path,
     /// for the test to free the space again by removing it.
     pub fn fill(&self) -> PathBuf {

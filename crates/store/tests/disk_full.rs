@@ -24,7 +24,7 @@ fn put(key: &str, value: &[u8]) -> WriteOp {
 async fn a_full_disk_refuses_writes_keeps_reads_and_writes_resume_in_process_once_space_is_freed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tmpfs = Tmpfs::mount(&dir.path().join("mnt"), "12m");
-    let data = tmpfs.dir.join("store");
+    let data = tmpfs.dir().join("store");
     let options = RedbStoreOptions {
         cache_size: 8 << 20,
         // Checkpoints during the test too: both the log and redb meet the full disk.

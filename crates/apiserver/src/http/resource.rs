@@ -916,7 +916,7 @@ impl ResourceRequest<'_> {
 
     /// H2: DeleteOptions come from a non-empty body, otherwise from the query.
     fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteOptions> {
-        delete_options(&self.query, body, self.actor())
+        delete_options(self.query, body, self.actor())
     }
 
     async fn delete(&self, name: &str, body: Bytes) -> ApiResult<Response> {
