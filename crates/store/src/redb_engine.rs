@@ -800,7 +800,7 @@ fn check_damage(damage: Option<&wal::Damage>, current: Revision, file: &Path) ->
     else {
         return Ok(());
     };
-    let Some((first, count)) = batch_span(next) else {
+    let Ok(BatchHeader { first, count, .. }) = (BatchReader { rest: next }).header() else {
         return Ok(());
     };
     // A later batch with writes, or with only a compaction, beyond the database.
@@ -821,15 +821,6 @@ fn check_damage(damage: Option<&wal::Damage>, current: Revision, file: &Path) ->
         current + 1,
         log.display(),
     )))
-}
-
-/// The first revision and the number of writes of a write-ahead log batch payload.
-fn batch_span(payload: &[u8]) -> Option<(Revision, Revision)> {
-    let first = payload.get(1..9)?;
-    let count = payload.get(9..13)?;
-    let first = u64::from_be_bytes(first.try_into().ok()?) as Revision;
-    let count = u32::from_be_bytes(count.try_into().ok()?) as Revision;
-    (payload.first() == Some(&RECORD_V1)).then_some((first, count))
 }
 
 fn meta_value<T: redb::ReadableTable<&'static str, u64>>(

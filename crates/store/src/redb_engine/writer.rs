@@ -742,7 +742,31 @@ pub(super) struct BatchReader<'a> {
     pub(super) rest: &'a [u8],
 }
 
+/// What a write-ahead log batch starts with (see [`BatchRecord`]).
+pub(super) struct BatchHeader {
+    /// The revision of its first write.
+    pub(super) first: Revision,
+    /// How many writes it holds (revisions `first..first + count`).
+    pub(super) count: Revision,
+    /// The compacted revision after it.
+    pub(super) compacted: Revision,
+}
+
 impl<'a> BatchReader<'a> {
+    /// The batch's header; the reader is then at its first entry.
+    pub(super) fn header(&mut self) -> StoreResult<BatchHeader> {
+        if self.u8()? != RECORD_V1 {
+            return Err(StoreError::Backend(
+                "write-ahead log batch has an unknown format".into(),
+            ));
+        }
+        Ok(BatchHeader {
+            first: self.u64()? as Revision,
+            count: self.u32()? as Revision,
+            compacted: self.u64()? as Revision,
+        })
+    }
+
     pub(super) fn take(&mut self, n: usize) -> StoreResult<&'a [u8]> {
         if self.rest.len() < n {
             return Err(StoreError::Backend(
@@ -992,14 +1016,11 @@ impl WriteTables<'_> {
         buf: &mut Vec<u8>,
     ) -> StoreResult<Redo> {
         let mut reader = BatchReader { rest: payload };
-        if reader.u8()? != RECORD_V1 {
-            return Err(StoreError::Backend(
-                "write-ahead log batch has an unknown format".into(),
-            ));
-        }
-        let first = reader.u64()? as Revision;
-        let count = reader.u32()? as Revision;
-        let batch_compacted = reader.u64()? as Revision;
+        let BatchHeader {
+            first,
+            count,
+            compacted: batch_compacted,
+        } = reader.header()?;
         if count > 0 && first != *current + 1 {
             if first + count - 1 <= *current {
                 // Already in the database (committed durably before the crash).
