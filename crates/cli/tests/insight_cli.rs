@@ -615,6 +615,166 @@ fn strip_uids_and_times(value: &mut Value) {
     }
 }
 
+/// A ConfigMap (or Secret) in `default` naming `owners` as (name, uid, blockOwnerDeletion).
+fn dependent_yaml(kind: &str, name: &str, owners: &[(&str, &str, bool)], held: bool) -> String {
+    let mut yaml =
+        format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: default\n");
+    if held {
+        yaml.push_str("  finalizers:\n  - example.com/hold\n");
+    }
+    if !owners.is_empty() {
+        yaml.push_str("  ownerReferences:\n");
+        for (owner, uid, block) in owners {
+            yaml.push_str(&format!(
+                "  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n    uid: {uid}\n    blockOwnerDeletion: {block}\n"
+            ));
+        }
+    }
+    yaml
+}
+
+/// The server answers a plan from the collector's graph, where it replays each class of
+/// identical leaves (same type, namespace and owner references; no finalizer; owning
+/// nothing) as one node; `--client-side` plans over a copy read from the store, object by
+/// object. On one server, so uids match, the two JSON answers must be the same document:
+/// counts, outcomes, and the tree's order and cut, with classes whose names interleave
+/// (blocking and non-blocking references), objects held by a finalizer among them, a class
+/// also owned by an object that stays, and one reached from two deleted owners.
+#[test]
+fn plans_of_identical_leaves_match_the_object_by_object_answer() {
+    let env = Env::start();
+    let mut documents = vec![
+        dependent_yaml("ConfigMap", "big", &[], false),
+        dependent_yaml("ConfigMap", "other", &[], false),
+    ];
+    env.ok_with_stdin(&["apply", "-f", "-"], &documents.join("---\n"));
+    let big = uid_of(&env, &["configmap", "big"]);
+    let other = uid_of(&env, &["configmap", "other"]);
+    env.ok_with_stdin(
+        &["apply", "-f", "-"],
+        &dependent_yaml("ConfigMap", "mid", &[("big", &big, true)], false),
+    );
+    let mid = uid_of(&env, &["configmap", "mid"]);
+    documents.clear();
+    for i in 0..60 {
+        let block = i % 2 == 0;
+        let name = format!("leaf-{i:02}");
+        documents.push(dependent_yaml(
+            "ConfigMap",
+            &name,
+            &[("big", &big, block)],
+            false,
+        ));
+    }
+    for name in ["leaf-07h", "leaf-33h"] {
+        documents.push(dependent_yaml(
+            "ConfigMap",
+            name,
+            &[("big", &big, true)],
+            true,
+        ));
+    }
+    for i in 0..20 {
+        let owners = [
+            ("big", big.as_str(), false),
+            ("other", other.as_str(), false),
+        ];
+        documents.push(dependent_yaml(
+            "ConfigMap",
+            &format!("two-{i:02}"),
+            &owners,
+            false,
+        ));
+    }
+    for i in 0..10 {
+        let owners = [("big", big.as_str(), true), ("mid", mid.as_str(), false)];
+        documents.push(dependent_yaml(
+            "ConfigMap",
+            &format!("both-{i:02}"),
+            &owners,
+            false,
+        ));
+    }
+    for i in 0..15 {
+        let owners = [("big", big.as_str(), false)];
+        documents.push(dependent_yaml(
+            "Secret",
+            &format!("sec-{i:02}"),
+            &owners,
+            false,
+        ));
+    }
+    env.ok_with_stdin(&["apply", "-f", "-"], &documents.join("---\n"));
+
+    let answer = |args: &[&str]| -> Value {
+        let run = finale(&env, args);
+        assert!(matches!(run.code, Some(0 | 2)), "{}", run.describe());
+        let mut document: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.describe()));
+        let map = document.as_object_mut().expect("an object");
+        map.remove("computedBy");
+        map.remove("resourceVersion");
+        without_provenance_keys(&mut document);
+        document
+    };
+    let mut compared = 0;
+    for (target, cascade) in [
+        ("cm/big", "background"),
+        ("cm/big", "foreground"),
+        ("cm/big", "orphan"),
+        ("cm/mid", "background"),
+    ] {
+        for max_nodes in ["500", "7", "1"] {
+            let cascade = format!("--cascade={cascade}");
+            let args = [
+                "plan",
+                target,
+                &cascade,
+                "--max-nodes",
+                max_nodes,
+                "-o",
+                "json",
+            ];
+            let served = answer(&args);
+            let mut client_args = args.to_vec();
+            client_args.push("--client-side");
+            let computed = answer(&client_args);
+            assert_eq!(served, computed, "{}", args.join(" "));
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 12);
+    // The precondition: the server took the dependents from the collector's graph (the
+    // only place classes are formed), and counted every member.
+    let metrics = env.ok(&["get", "--raw", "/metrics"]);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("finale_deletion_plans_total{dependents=\"collector\"}")),
+        "{metrics}"
+    );
+    let background = answer(&["plan", "cm/big", "-o", "json"]);
+    // big, mid, 60 leaves, 2 held, 10 both-*, 15 Secrets; the 20 two-* stay (other keeps
+    // them).
+    assert_eq!(background["plan"]["deleted"], 89, "{background:#}");
+    assert_eq!(background["plan"]["kept"], 20, "{background:#}");
+    assert_eq!(background["plan"]["hangs"], 2, "{background:#}");
+}
+
+/// Removes who-added-it evidence, which the server alone records (see `without_provenance`).
+fn without_provenance_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for key in ["addedBy", "addedAt", "addedByUserAgent"] {
+                map.remove(key);
+            }
+            map.values_mut().for_each(without_provenance_keys);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_provenance_keys),
+        _ => {}
+    }
+}
+
 /// An unknown group version in `--runtime-config` stops the server at start-up, naming it.
 #[test]
 fn runtime_config_with_an_unknown_group_is_a_startup_error() {

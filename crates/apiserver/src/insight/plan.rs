@@ -25,6 +25,9 @@
 //!      [`Reached`], without their bodies.
 //!
 //!    `finale_deletion_plans_total{dependents}` counts plans by where they found them.
+//!
+//!    Dependents taken from the graph that hold nothing, own nothing and name the same
+//!    owners are reached as one node per class of *identical leaves* (see [`Leaf`]).
 //! 2. **Replay.** The collector's and the namespace controller's rules run over that small
 //!    graph in memory, as the real DELETE would set them off: the registry's own decision
 //!    rules for which finalizers a DELETE leaves ([`deletion::gc_finalizers`],
@@ -84,13 +87,14 @@ use super::reached::Reached;
 use super::review::{self, Explainer, evidence, node, object_ref, plural};
 use super::snapshot::{Snapshot, deletion_reads_body};
 use crate::controllers::gc::{
-    AtRevision, Dependent, DependentGroup, GcView, ObservedGroup, UidMap,
+    AtRevision, Dependent, DependentGroup, GcView, ObservedDependent, ObservedGroup, UidMap,
 };
 use crate::deletion::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER};
 use crate::object::{self, OwnerReference};
 use crate::registry::DeleteOptions;
 use crate::resources::{Catalog, ResourceType};
 use crate::status::ApiResult;
+use compact_str::CompactString;
 
 /// A bound on replay steps, far above what any reachable graph needs (each step removes a
 /// finalizer, a reference or an object, or sets a deletion); a guard against a rule bug.
@@ -154,6 +158,29 @@ struct Node {
     holds: Vec<Hold>,
     /// A Pod's grace period if deleted now (PG1), when no node agent will end it.
     grace_seconds: i64,
+    /// Set when this node stands for a class of leaves that share one fate (see
+    /// [`Leaf`]): every member, in name order, the first being `this`. None for a node that
+    /// is one object.
+    members: Option<Vec<Leaf>>,
+}
+
+/// One member of a class of *identical leaves*: dependents of one type in one namespace,
+/// reached from the collector's graph, that hold no finalizer, are not terminating, own
+/// nothing, and name exactly the same owner references. Every rule of the replay reads of
+/// such an object only those, so the members of a class are decided alike, in the same
+/// rounds: the plan replays one node for the class, counts its members, and lists them one
+/// by one only in the tree. An owner of ten thousand plain dependents replays one node, not
+/// ten thousand.
+struct Leaf {
+    name: compact_str::CompactString,
+    uid: String,
+}
+
+impl Node {
+    /// How many objects the node stands for.
+    fn count(&self) -> usize {
+        self.members.as_ref().map_or(1, Vec::len)
+    }
 }
 
 /// The replayed state of one object.
@@ -571,6 +598,54 @@ impl Node {
     }
 }
 
+/// One line of the tree under its parent: a reached object (`member` 0), or one member of
+/// a class of identical leaves.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    node: usize,
+    member: usize,
+}
+
+/// A class member's line: the class's, naming the member.
+fn member_line(template: &CauseNode, leaf: &Leaf) -> CauseNode {
+    let mut line = template.clone();
+    if let Some(object) = &mut line.object {
+        object.name = leaf.name.clone();
+        object.uid = leaf.uid.clone();
+    }
+    line
+}
+
+/// Takes the identical leaves out of one group of observed dependents (see [`Leaf`]),
+/// grouped by their owner references; the others stay in `members`, in order. Members come
+/// sorted by name, so each class's members are too.
+fn take_leaf_classes(
+    members: &mut Vec<ObservedDependent>,
+) -> Vec<(Arc<[OwnerReference]>, Vec<Leaf>)> {
+    let mut classes: Vec<(Arc<[OwnerReference]>, Vec<Leaf>)> = Vec::new();
+    let mut others = Vec::new();
+    for member in std::mem::take(members) {
+        if member.has_dependents || member.terminating || !member.finalizers.is_empty() {
+            others.push(member);
+            continue;
+        }
+        let leaf = Leaf {
+            name: member.name,
+            uid: member.uid,
+        };
+        // Usually one class per group: the last one is tried first.
+        let same = |(references, _): &&mut (Arc<[OwnerReference]>, Vec<Leaf>)| {
+            Arc::ptr_eq(references, &member.owners) || references[..] == member.owners[..]
+        };
+        match classes.iter_mut().rev().find(same) {
+            Some((_, leaves)) => leaves.push(leaf),
+            None => classes.push((member.owners, vec![leaf])),
+        }
+    }
+    *members = others;
+    classes
+}
+
 /// `Kind` for the core group, `Kind.group` otherwise: the per-kind count's key.
 fn kind_key(resource: &ResourceType) -> String {
     if resource.group.is_empty() {
@@ -649,6 +724,12 @@ pub struct Planner<'a> {
     kinds: Vec<(String, String, Option<Arc<ResourceType>>)>,
     /// Whether any dependents were read from the store rather than the collector's graph.
     read_store: bool,
+    /// The nodes that stand for classes of identical leaves, whose members are not in
+    /// `index` one by one (see [`Planner::index_class_members`]).
+    classes: Vec<usize>,
+    /// Whether leaves may be taken as classes: not under a namespace, whose content is
+    /// reached object by object before any dependent.
+    form_classes: bool,
 }
 
 /// Dependents of one owner, of one type in one namespace, above which their collection is
@@ -672,6 +753,8 @@ impl<'a> Planner<'a> {
             listed: HashMap::new(),
             kinds: Vec::new(),
             read_store: false,
+            classes: Vec::new(),
+            form_classes: true,
         })
     }
 
@@ -800,6 +883,7 @@ impl<'a> Planner<'a> {
             dependents: Vec::new(),
             holds: Vec::new(),
             grace_seconds: 0,
+            members: None,
         });
     }
 
@@ -813,6 +897,7 @@ impl<'a> Planner<'a> {
         let root = self.add(Arc::clone(&target_type), target, true, false, None);
         let mut queue = VecDeque::from([root]);
         if let Some(namespace) = namespace {
+            self.form_classes = false;
             let mut seen_prefixes = std::collections::HashSet::new();
             let mut types: Vec<_> = self
                 .catalog
@@ -849,6 +934,9 @@ impl<'a> Planner<'a> {
                     continue;
                 }
                 graph_at = None;
+                // From here on dependents come from the store one by one: a member of a
+                // class reached again must be recognised by its uid.
+                self.index_class_members();
             }
             self.read_store = true;
             let uids: Vec<&str> = wave
@@ -951,10 +1039,22 @@ impl<'a> Planner<'a> {
                     None => group.api_version,
                     Some(_) => dependent_type.api_version().into(),
                 };
+                let mut members = group.members;
+                if self.form_classes {
+                    let classes = take_leaf_classes(&mut members);
+                    for (references, leaves) in classes {
+                        self.add_class(
+                            owner,
+                            &dependent_type,
+                            (&api_version, &group.kind, &namespace),
+                            references,
+                            leaves,
+                        );
+                    }
+                }
                 // Only those that own something are asked about in the next wave: ten
                 // thousand leaves cost no lookup.
-                group
-                    .members
+                members
                     .into_iter()
                     .map(|d| {
                         let owns = d.has_dependents;
@@ -1059,6 +1159,62 @@ impl<'a> Planner<'a> {
             };
             if may_own {
                 queue.push_back(index);
+            }
+        }
+    }
+
+    /// A class of identical leaves of `owner` (see [`Leaf`]), as one node, unless it was
+    /// reached already: members that name several owners are reached from each of them,
+    /// and always as the same class, since what makes a class is the objects' own state.
+    fn add_class(
+        &mut self,
+        owner: usize,
+        resource: &Arc<ResourceType>,
+        (api_version, kind, namespace): (&CompactString, &CompactString, &CompactString),
+        references: Arc<[OwnerReference]>,
+        leaves: Vec<Leaf>,
+    ) {
+        if references.len() > 1 {
+            let reached = self.classes.iter().any(|&class| {
+                let node = &self.nodes[class];
+                Arc::ptr_eq(&node.resource, resource)
+                    && node.this.namespace == *namespace
+                    && node.references[..] == references[..]
+            });
+            if reached {
+                return;
+            }
+        }
+        let Some(first) = leaves.first() else {
+            return;
+        };
+        let this = ObjectRef {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: namespace.clone(),
+            name: first.name.clone(),
+            uid: first.uid.clone(),
+        };
+        let object = Reached {
+            this,
+            finalizers: Vec::new(),
+            terminating: false,
+            references,
+            body: None,
+        };
+        self.classes.push(self.nodes.len());
+        self.push_node(Arc::clone(resource), object, true, false, Some(owner));
+        if let Some(node) = self.nodes.last_mut() {
+            node.members = Some(leaves);
+        }
+    }
+
+    /// Puts every class member's uid in `index`, for when dependents are read one by one
+    /// from the store: one reached again there is then known as reached.
+    fn index_class_members(&mut self) {
+        for &class in &self.classes {
+            for leaf in self.nodes[class].members.iter().flatten() {
+                self.index.entry(leaf.uid.clone()).or_insert(class);
             }
         }
     }
@@ -1270,16 +1426,19 @@ impl<'a> Planner<'a> {
             let Some(outcome) = &outcomes[index] else {
                 continue;
             };
+            // A class of identical leaves counts each member (they hold nothing, so none
+            // hangs or names an external resource).
+            let objects = node.count() as u32;
             match outcome {
                 Outcome::Deleted => {
-                    plan.deleted += 1;
+                    plan.deleted += objects;
                     // Counted per type first: a key per object would be ten thousand strings.
                     match deleted_by_type
                         .iter_mut()
                         .find(|(t, _)| Arc::ptr_eq(t, &node.resource))
                     {
-                        Some((_, count)) => *count += 1,
-                        None => deleted_by_type.push((Arc::clone(&node.resource), 1)),
+                        Some((_, count)) => *count += objects,
+                        None => deleted_by_type.push((Arc::clone(&node.resource), objects)),
                     }
                     let stuck: Vec<&Hold> = node
                         .holds
@@ -1296,7 +1455,7 @@ impl<'a> Planner<'a> {
                         meanwhile[index],
                         Some(Meanwhile::WaitsTerminating | Meanwhile::WaitsNotStarted)
                     ) {
-                        plan.blocked += 1;
+                        plan.blocked += objects;
                     }
                     for hold in &node.holds {
                         if let Some(resource) = external_resource(node, hold) {
@@ -1304,8 +1463,8 @@ impl<'a> Planner<'a> {
                         }
                     }
                 }
-                Outcome::Orphaned(_) => plan.orphaned += 1,
-                Outcome::Kept(_) => plan.kept += 1,
+                Outcome::Orphaned(_) => plan.orphaned += objects,
+                Outcome::Kept(_) => plan.kept += objects,
             }
         }
 
@@ -1324,7 +1483,8 @@ impl<'a> Planner<'a> {
         // Where a slow plan spends its time, for `RUST_LOG=finale_apiserver::insight=debug`.
         tracing::debug!(
             target = %shown,
-            objects = self.nodes.len(),
+            objects = self.nodes.iter().map(Node::count).sum::<usize>(),
+            nodes = self.nodes.len(),
             reach_ms = reached.as_secs_f64() * 1e3,
             judge_ms = (judged - reached).as_secs_f64() * 1e3,
             replay_ms = (replayed - judged).as_secs_f64() * 1e3,
@@ -1370,10 +1530,15 @@ impl<'a> Planner<'a> {
         max_nodes: usize,
     ) -> Vec<CauseNode> {
         let count = self.nodes.len();
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); count];
+        // Each node's lines: its dependents reached from it, a class of identical leaves
+        // as one line per member.
+        let mut children: Vec<Vec<Line>> = vec![Vec::new(); count];
         for (index, node) in self.nodes.iter().enumerate() {
             if let (true, Some(parent), Some(_)) = (node.in_scope, node.parent, &outcomes[index]) {
-                children[parent].push(index);
+                children[parent].extend((0..node.count()).map(|member| Line {
+                    node: index,
+                    member,
+                }));
             }
         }
         let holds_shown = |index: usize| -> &[Hold] {
@@ -1384,6 +1549,7 @@ impl<'a> Planner<'a> {
         };
         // Leaves first (a node's index is always above its parent's): each node's state (the
         // worst below it, as the built node would have it) and how many nodes are below it.
+        // A class's members hold nothing and own nothing: each is its own line alone.
         let mut state = vec![CauseState::Progressing; count];
         let mut below = vec![0usize; count];
         for index in (0..count).rev() {
@@ -1395,27 +1561,42 @@ impl<'a> Planner<'a> {
                 worst_below = worst_below.max(hold.cause.state);
                 nodes += 1 + review::count_nodes(&hold.cause);
             }
-            for &child in &children[index] {
-                worst_below = worst_below.max(state[child]);
-                nodes += 1 + below[child];
+            for child in &children[index] {
+                worst_below = worst_below.max(state[child.node]);
+                nodes += 1 + below[child.node];
             }
             (state[index], below[index]) = (worst_below, nodes);
         }
         // Parents first: each node's dependents in order, and the tail past `max_nodes`
-        // summed (with everything below it) instead of built.
-        let key = |index: usize| {
+        // summed (with everything below it) instead of built. The order is the one
+        // `ObjectRef` sorts by, with a class member's own name and uid.
+        let key = |line: &Line| {
+            let node = &self.nodes[line.node];
+            let (name, uid) = match &node.members {
+                Some(members) => (
+                    &members[line.member].name,
+                    members[line.member].uid.as_str(),
+                ),
+                None => (&node.this.name, node.this.uid.as_str()),
+            };
             (
-                std::cmp::Reverse(state[index]),
-                outcome_type(outcomes[index].as_ref()),
-                &self.nodes[index].this,
+                std::cmp::Reverse(state[line.node]),
+                outcome_type(outcomes[line.node].as_ref()),
+                (
+                    &node.this.api_version,
+                    &node.this.kind,
+                    &node.this.namespace,
+                ),
+                name,
+                uid,
             )
         };
         let mut tails: Vec<Option<CauseNode>> = vec![None; count];
         let mut cut = vec![false; count];
         for index in 0..count {
             if cut[index] {
-                for &child in &children[index] {
-                    cut[child] = true;
+                for child in &children[index] {
+                    cut[child.node] = true;
                 }
                 continue;
             }
@@ -1424,20 +1605,23 @@ impl<'a> Planner<'a> {
             // than sorting ten thousand by their identities' strings.
             let shown = &mut children[index];
             if shown.len() > max_nodes && max_nodes > 0 {
-                shown.select_nth_unstable_by(max_nodes - 1, |&a, &b| key(a).cmp(&key(b)));
+                shown.select_nth_unstable_by(max_nodes - 1, |a, b| key(a).cmp(&key(b)));
             }
             let sorted = shown.len().min(max_nodes);
-            shown[..sorted].sort_by(|&a, &b| key(a).cmp(&key(b)));
+            shown[..sorted].sort_by(|a, b| key(a).cmp(&key(b)));
             if children[index].len() > max_nodes {
                 let tail = children[index].split_off(max_nodes);
                 let worst_cut = tail
                     .iter()
-                    .map(|&c| state[c])
+                    .map(|c| state[c.node])
                     .fold(CauseState::Progressing, std::cmp::max);
-                let nodes = tail.iter().map(|&c| 1 + below[c]).sum();
+                let nodes = tail.iter().map(|c| 1 + below[c.node]).sum();
                 tails[index] = Some(review::more_node(tail.len(), nodes, worst_cut));
+                // A class is built once as a template for its members shown (if any).
                 for child in tail {
-                    cut[child] = true;
+                    if self.nodes[child.node].members.is_none() {
+                        cut[child.node] = true;
+                    }
                 }
             }
         }
@@ -1451,11 +1635,23 @@ impl<'a> Planner<'a> {
                 continue;
             }
             let mut cause = self.describe(index, outcome, meanwhile[index], policy, default_policy);
+            cause.state = state[index];
+            if self.nodes[index].members.is_some() {
+                built[index] = Some(cause);
+                continue;
+            }
             let mut shown: Vec<CauseNode> =
                 holds_shown(index).iter().map(|h| h.cause.clone()).collect();
-            shown.extend(children[index].iter().filter_map(|&c| built[c].take()));
+            for child in &children[index] {
+                let line = match &self.nodes[child.node].members {
+                    None => built[child.node].take(),
+                    Some(members) => built[child.node]
+                        .as_ref()
+                        .map(|template| member_line(template, &members[child.member])),
+                };
+                shown.extend(line);
+            }
             shown.extend(tails[index].take());
-            cause.state = state[index];
             cause.children = shown;
             built[index] = Some(cause);
         }
