@@ -38,18 +38,11 @@ fn without_provenance(text: &str) -> String {
 }
 
 fn configmap_yaml(name: &str, finalizer: Option<&str>, owner: Option<(&str, &str)>) -> String {
-    let finalizers = finalizer
-        .map(|f| format!("  finalizers:\n  - {f}\n"))
-        .unwrap_or_default();
-    let owners = owner
-        .map(|(owner, uid)| {
-            format!(
-                "  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n    uid: {uid}\n    blockOwnerDeletion: true\n"
-            )
-        })
-        .unwrap_or_default();
+    let owners: Vec<(&str, &str, bool)> =
+        owner.map(|(o, uid)| (o, uid, true)).into_iter().collect();
     format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n{finalizers}{owners}data:\n  key: {name}\n"
+        "{}data:\n  key: {name}\n",
+        dependent_yaml("ConfigMap", name, &owners, finalizer)
     )
 }
 
@@ -615,12 +608,18 @@ fn strip_uids_and_times(value: &mut Value) {
     }
 }
 
-/// A ConfigMap (or Secret) in `default` naming `owners` as (name, uid, blockOwnerDeletion).
-fn dependent_yaml(kind: &str, name: &str, owners: &[(&str, &str, bool)], held: bool) -> String {
+/// A ConfigMap (or Secret) in `default` naming `owners` as (name, uid, blockOwnerDeletion),
+/// without data.
+fn dependent_yaml(
+    kind: &str,
+    name: &str,
+    owners: &[(&str, &str, bool)],
+    finalizer: Option<&str>,
+) -> String {
     let mut yaml =
         format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: default\n");
-    if held {
-        yaml.push_str("  finalizers:\n  - example.com/hold\n");
+    if let Some(finalizer) = finalizer {
+        yaml.push_str(&format!("  finalizers:\n  - {finalizer}\n"));
     }
     if !owners.is_empty() {
         yaml.push_str("  ownerReferences:\n");
@@ -644,15 +643,15 @@ fn dependent_yaml(kind: &str, name: &str, owners: &[(&str, &str, bool)], held: b
 fn plans_of_identical_leaves_match_the_object_by_object_answer() {
     let env = Env::start();
     let mut documents = vec![
-        dependent_yaml("ConfigMap", "big", &[], false),
-        dependent_yaml("ConfigMap", "other", &[], false),
+        dependent_yaml("ConfigMap", "big", &[], None),
+        dependent_yaml("ConfigMap", "other", &[], None),
     ];
     env.ok_with_stdin(&["apply", "-f", "-"], &documents.join("---\n"));
     let big = uid_of(&env, &["configmap", "big"]);
     let other = uid_of(&env, &["configmap", "other"]);
     env.ok_with_stdin(
         &["apply", "-f", "-"],
-        &dependent_yaml("ConfigMap", "mid", &[("big", &big, true)], false),
+        &dependent_yaml("ConfigMap", "mid", &[("big", &big, true)], None),
     );
     let mid = uid_of(&env, &["configmap", "mid"]);
     documents.clear();
@@ -663,7 +662,7 @@ fn plans_of_identical_leaves_match_the_object_by_object_answer() {
             "ConfigMap",
             &name,
             &[("big", &big, block)],
-            false,
+            None,
         ));
     }
     for name in ["leaf-07h", "leaf-33h"] {
@@ -671,7 +670,7 @@ fn plans_of_identical_leaves_match_the_object_by_object_answer() {
             "ConfigMap",
             name,
             &[("big", &big, true)],
-            true,
+            Some("example.com/hold"),
         ));
     }
     for i in 0..20 {
@@ -683,7 +682,7 @@ fn plans_of_identical_leaves_match_the_object_by_object_answer() {
             "ConfigMap",
             &format!("two-{i:02}"),
             &owners,
-            false,
+            None,
         ));
     }
     for i in 0..10 {
@@ -692,7 +691,7 @@ fn plans_of_identical_leaves_match_the_object_by_object_answer() {
             "ConfigMap",
             &format!("both-{i:02}"),
             &owners,
-            false,
+            None,
         ));
     }
     for i in 0..15 {
@@ -701,7 +700,7 @@ fn plans_of_identical_leaves_match_the_object_by_object_answer() {
             "Secret",
             &format!("sec-{i:02}"),
             &owners,
-            false,
+            None,
         ));
     }
     env.ok_with_stdin(&["apply", "-f", "-"], &documents.join("---\n"));

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use finale_faultfs::tmpfs::Tmpfs;
 use finale_store::{
@@ -98,15 +98,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_writes_resume_in_process_onc
 
     // Free the space: the store notices by itself (it retries with backoff) and serves writes.
     std::fs::remove_file(&filler).expect("remove the filler");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while store.health() != StoreHealth::Serving {
-        assert!(
-            Instant::now() < deadline,
-            "writes did not resume within 20 s of freeing space: {:?}",
-            store.health()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_until_serving(&store).await;
     let after = common::set(&store, "/after", "y").await;
     acked.push(("/after".to_string(), after.revision));
 

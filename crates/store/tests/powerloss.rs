@@ -303,19 +303,6 @@ fn put(key: &str) -> WriteOp {
     }
 }
 
-/// Waits (bounded) until the store accepts writes again after a failure.
-async fn wait_until_serving(store: &RedbStore) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while store.health() != StoreHealth::Serving {
-        assert!(
-            Instant::now() < deadline,
-            "the store did not recover within 20 s: {:?}",
-            store.health()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_log_fsync_refuses_writes_until_the_disk_works_again_then_recovers_in_process() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -363,7 +350,7 @@ async fn a_failing_log_fsync_refuses_writes_until_the_disk_works_again_then_reco
     let errors_while_failing = fs.injected_errors();
     assert!(errors_while_failing >= 1);
     fs.clear_faults();
-    wait_until_serving(&store).await;
+    common::wait_until_serving(&store).await;
     let after = common::set(&store, "/after", "y").await;
     assert_eq!(
         after.revision,
@@ -432,7 +419,7 @@ async fn a_failed_checkpoint_fsync_refuses_writes_until_the_store_has_reopened_i
     // The refusal is in place before the caller hears of the failure.
     assert!(matches!(store.health(), StoreHealth::RefusingWrites { .. }));
     // The writer reopens redb and redoes its log by itself, then accepts writes.
-    wait_until_serving(&store).await;
+    common::wait_until_serving(&store).await;
     let (found, _) = store.get(b"/before").await.expect("get after recovery");
     assert_eq!(found.map(|kv| kv.mod_revision), Some(before.revision));
     let after = common::set(&store, "/after", "y").await;

@@ -122,7 +122,7 @@ fn items(list: Value) -> Vec<Value> {
 }
 
 fn ready_status(node: &Value) -> Option<&str> {
-    crate::object::status_conditions(node)
+    object::status_conditions(node)
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
         .and_then(|c| c.get("status").and_then(Value::as_str))
@@ -180,7 +180,7 @@ impl NodeLifecycle {
             .retain(|name, _| nodes.iter().any(|n| object::name(n) == name));
         for node in &nodes {
             let name = object::name(node).to_string();
-            let heartbeat = crate::object::status_conditions(node)
+            let heartbeat = object::status_conditions(node)
                 .iter()
                 .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
                 .and_then(|c| c.get("lastHeartbeatTime").and_then(Value::as_str))
@@ -279,7 +279,7 @@ impl NodeLifecycle {
                     if !next.get("status").is_some_and(Value::is_object) {
                         next["status"] = json!({});
                     }
-                    let mut list: Vec<Value> = crate::object::status_conditions(current).to_vec();
+                    let mut list: Vec<Value> = object::status_conditions(current).to_vec();
                     for kind in ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"] {
                         match list
                             .iter_mut()
@@ -327,7 +327,7 @@ impl NodeLifecycle {
 
     /// Upstream's `MarkPodsNotReady`: the Pod's Ready condition False.
     async fn mark_pod_not_ready(&self, pod: &Value) {
-        let ready = crate::object::status_conditions(pod).iter().any(|c| {
+        let ready = object::status_conditions(pod).iter().any(|c| {
             c.get("type").and_then(Value::as_str) == Some("Ready")
                 && c.get("status").and_then(Value::as_str) == Some("True")
         });

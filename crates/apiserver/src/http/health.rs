@@ -10,7 +10,8 @@
 //! | `shutdown` | `/readyz` | the server is shutting down |
 //!
 //! `store` plays upstream's `etcd` check: it is part of liveness because a store that cannot
-//! even be read needs the restart that reopens it. `/healthz` is upstream's deprecated endpoint with the liveness checks.
+//! even be read needs the restart that reopens it. `/healthz` is upstream's deprecated
+//! endpoint with the liveness checks.
 //!
 //! The text format is upstream's (`k8s.io/apiserver/pkg/server/healthz`): `ok` on success;
 //! with `?verbose`, one `[+]<name> ok` line per check and `<endpoint> check passed`; on

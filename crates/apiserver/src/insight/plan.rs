@@ -166,13 +166,13 @@ struct Node {
 
 /// One member of a class of *identical leaves*: dependents of one type in one namespace,
 /// reached from the collector's graph, that hold no finalizer, are not terminating, own
-/// nothing, and name exactly the same owner references. Every rule of the replay reads of
-/// such an object only those, so the members of a class are decided alike, in the same
-/// rounds: the plan replays one node for the class, counts its members, and lists them one
-/// by one only in the tree. An owner of ten thousand plain dependents replays one node, not
-/// ten thousand.
+/// nothing, and name exactly the same owner references. Every rule of the replay (a DELETE's
+/// D5–D6, GC4–GC10 for a dependent, GC14 and GC16 for its owners) reads of such an object
+/// only those, so the members of a class are decided alike, in the same rounds: the plan
+/// replays one node for the class, counts its members, and lists them one by one only in the
+/// tree. An owner of ten thousand plain dependents replays one node, not ten thousand.
 struct Leaf {
-    name: compact_str::CompactString,
+    name: CompactString,
     uid: String,
 }
 
@@ -868,7 +868,8 @@ impl<'a> Planner<'a> {
         in_scope: bool,
         content: bool,
         parent: Option<usize>,
-    ) {
+    ) -> &mut Node {
+        let index = self.nodes.len();
         self.nodes.push(Node {
             resource,
             this: object.this,
@@ -885,6 +886,7 @@ impl<'a> Planner<'a> {
             grace_seconds: 0,
             members: None,
         });
+        &mut self.nodes[index]
     }
 
     /// Step 1: the target, its dependents (transitively), a namespace's content, and the
@@ -1203,10 +1205,8 @@ impl<'a> Planner<'a> {
             body: None,
         };
         self.classes.push(self.nodes.len());
-        self.push_node(Arc::clone(resource), object, true, false, Some(owner));
-        if let Some(node) = self.nodes.last_mut() {
-            node.members = Some(leaves);
-        }
+        self.push_node(Arc::clone(resource), object, true, false, Some(owner))
+            .members = Some(leaves);
     }
 
     /// Puts every class member's uid in `index`, for when dependents are read one by one

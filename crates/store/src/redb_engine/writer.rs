@@ -63,6 +63,15 @@ pub(super) fn refusal_message(cause: &str, dir: &Path) -> String {
     }
 }
 
+/// A failure's cause as a refusal names it: a backend error's own message, without the
+/// "backend error" prefix its display adds.
+fn failure_cause(error: &StoreError) -> String {
+    match error {
+        StoreError::Backend(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Whether an error's text is ENOSPC or EDQUOT (what `std::io::Error` prints for them).
 pub(super) fn is_disk_full(text: &str) -> bool {
     text.contains("No space left on device")
@@ -256,10 +265,7 @@ impl Writer {
                     tracing::error!(error = %e, requests = replies.len(), "write batch failed; refusing writes until the store recovers");
                     // Whatever failed (the log, redb, the disk), only a recovery re-establishes
                     // a state the log and the database agree on.
-                    let cause = match &e {
-                        StoreError::Backend(message) => message.clone(),
-                        other => other.to_string(),
-                    };
+                    let cause = failure_cause(&e);
                     self.failed = Some(refusal_message(&cause, self.dir()));
                     self.retry = Retry::default();
                     self.retry.back_off();
@@ -462,10 +468,7 @@ impl Writer {
                 self.shared.set_write_refusal(None);
             }
             Err(e) => {
-                let cause = match &e {
-                    StoreError::Backend(message) => message.clone(),
-                    other => other.to_string(),
-                };
+                let cause = failure_cause(&e);
                 tracing::warn!(error = %cause, retry_in = ?self.retry.delay, "the store could not recover yet");
                 let message = refusal_message(&cause, self.dir());
                 self.shared.set_write_refusal(Some(message.clone()));

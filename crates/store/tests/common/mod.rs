@@ -3,11 +3,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use finale_store::{
-    KeyValue, Precondition, RedbStore, RedbStoreOptions, Revision, Store, StoreError, WatchEvent,
-    WatchStream, WriteOp, WriteOutcome, WriteResult,
+    KeyValue, Precondition, RedbStore, RedbStoreOptions, Revision, Store, StoreError, StoreHealth,
+    WatchEvent, WatchStream, WriteOp, WriteOutcome, WriteResult,
 };
 use futures::StreamExt;
 
@@ -83,4 +83,18 @@ pub async fn next_event(stream: &mut WatchStream) -> WatchEvent {
         .await
         .expect("watch stream ended")
         .expect("watch event")
+}
+
+/// Waits (bounded: 20 s) until the store accepts writes again after a failure, which it
+/// notices by itself (it retries with backoff).
+pub async fn wait_until_serving(store: &RedbStore) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.health() != StoreHealth::Serving {
+        assert!(
+            Instant::now() < deadline,
+            "the store did not recover within 20 s: {:?}",
+            store.health()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
