@@ -361,13 +361,13 @@ impl Pki {
         Ok((cert.pem(), key.serialize_pem()))
     }
 
-    /// Signs a PKCS#10 request (DER) with the CA, as kube-controller-manager's signer for
-    /// `kubernetes.io/kube-apiserver-client` does: the subject, subject alternative names and
-    /// public key come from the request, the key usages from `usages` (the
+    /// Signs a PKCS#10 request (DER) with the CA, as kube-controller-manager's `csrsigning`
+    /// signers do: the subject, subject alternative names and public key come from the
+    /// request, the key and extended key usages from `usages` (the
     /// CertificateSigningRequest's `spec.usages`, already checked by the caller), and the
     /// certificate is valid from a little before now for `validity`, never past the CA's own
     /// expiry. Returns the certificate as PEM.
-    pub fn sign_client_request(
+    pub fn sign_request(
         &self,
         request_der: &[u8],
         usages: &[&str],
@@ -380,16 +380,40 @@ impl Pki {
             rcgen::CertificateSigningRequestParams::from_der(&request).map_err(gen_err(WHAT))?;
         let params = &mut signed.params;
         params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = usages
-            .iter()
-            .filter_map(|usage| match *usage {
+        // Upstream's `keyUsageDict` and `extKeyUsageDict`: each usage is a key usage or an
+        // extended one.
+        params.key_usages = Vec::new();
+        params.extended_key_usages = Vec::new();
+        for usage in usages {
+            let key_usage = match *usage {
                 "digital signature" | "signing" => Some(KeyUsagePurpose::DigitalSignature),
                 "key encipherment" => Some(KeyUsagePurpose::KeyEncipherment),
+                "content commitment" => Some(KeyUsagePurpose::ContentCommitment),
+                "data encipherment" => Some(KeyUsagePurpose::DataEncipherment),
+                "key agreement" => Some(KeyUsagePurpose::KeyAgreement),
+                "cert sign" => Some(KeyUsagePurpose::KeyCertSign),
+                "crl sign" => Some(KeyUsagePurpose::CrlSign),
+                "encipher only" => Some(KeyUsagePurpose::EncipherOnly),
+                "decipher only" => Some(KeyUsagePurpose::DecipherOnly),
                 _ => None,
-            })
-            .collect();
-        params.key_usages.dedup();
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            };
+            let extended = match *usage {
+                "client auth" => Some(ExtendedKeyUsagePurpose::ClientAuth),
+                "server auth" => Some(ExtendedKeyUsagePurpose::ServerAuth),
+                "code signing" => Some(ExtendedKeyUsagePurpose::CodeSigning),
+                "email protection" | "s/mime" => Some(ExtendedKeyUsagePurpose::EmailProtection),
+                "timestamping" => Some(ExtendedKeyUsagePurpose::TimeStamping),
+                "ocsp signing" => Some(ExtendedKeyUsagePurpose::OcspSigning),
+                "any" => Some(ExtendedKeyUsagePurpose::Any),
+                _ => None,
+            };
+            if let Some(purpose) = key_usage.filter(|p| !params.key_usages.contains(p)) {
+                params.key_usages.push(purpose);
+            }
+            if let Some(purpose) = extended.filter(|p| !params.extended_key_usages.contains(p)) {
+                params.extended_key_usages.push(purpose);
+            }
+        }
         params.use_authority_key_identifier_extension = true;
         params.serial_number = Some(random_serial());
         // Whatever extensions the requester asked for are not granted: the signer decides.

@@ -51,6 +51,9 @@ pub struct CachedEvent {
     pub object: Option<Arc<Value>>,
     /// The object before the change, with the resourceVersion it had then.
     pub previous: Option<Arc<Value>>,
+    /// The bytes of the stored values it was decoded from (object and previous object): what
+    /// the history's byte bound counts.
+    pub stored_bytes: usize,
 }
 
 /// What an API watcher receives.
@@ -88,11 +91,18 @@ pub struct WatchRequest {
 
 /// How many recent events the cache keeps by default (`--default-watch-cache-size`).
 pub const DEFAULT_HISTORY_CAPACITY: u32 = 100_000;
+/// How many bytes of stored objects the history keeps by default, in mebibytes
+/// (`--watch-cache-max-mb`).
+pub const DEFAULT_HISTORY_MEGABYTES: u32 = 64;
 
 #[derive(Clone, Debug)]
 pub struct WatchCacheOptions {
     /// How many recent events are kept in memory for watchers to resume from.
     pub history_capacity: usize,
+    /// How many bytes of events (counted as their stored values) the history keeps, at most;
+    /// the oldest events leave first, whichever bound is reached. The newest event always
+    /// stays.
+    pub history_max_bytes: usize,
     /// How often a watcher that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
     /// How many decoded changes the live fan-out holds for a receiver that has not taken them
@@ -112,6 +122,7 @@ impl Default for WatchCacheOptions {
     fn default() -> Self {
         WatchCacheOptions {
             history_capacity: DEFAULT_HISTORY_CAPACITY as usize,
+            history_max_bytes: (DEFAULT_HISTORY_MEGABYTES as usize) << 20,
             bookmark_interval: Duration::from_secs(60),
             change_stream_capacity: 8192,
             unresponsive_watcher_timeout: Duration::from_secs(1),
@@ -159,6 +170,8 @@ impl ChangeReceiver {
 
 struct History {
     events: VecDeque<Arc<CachedEvent>>,
+    /// The sum of the events' `stored_bytes`.
+    bytes: usize,
     /// Every event with revision > `covered_after` is in `events`.
     covered_after: Revision,
     /// The last revision the cache has processed.
@@ -210,11 +223,16 @@ fn decode_event(event: &WatchEvent) -> CachedEvent {
         .prev_kv
         .as_ref()
         .and_then(|prev| decode_value(&prev.key, &prev.value, prev.mod_revision));
+    let stored_bytes = match event.kind {
+        EventKind::Put => event.kv.value.len(),
+        EventKind::Delete => 0,
+    } + event.prev_kv.as_ref().map_or(0, |prev| prev.value.len());
     CachedEvent {
         revision,
         key: String::from_utf8_lossy(&event.kv.key).into_owned(),
         object,
         previous,
+        stored_bytes,
     }
 }
 
@@ -231,6 +249,7 @@ impl WatchCache {
             store,
             history: Mutex::new(History {
                 events: VecDeque::new(),
+                bytes: 0,
                 covered_after: head,
                 head,
             }),
@@ -286,6 +305,7 @@ impl WatchCache {
         {
             let mut history = self.lock_history();
             history.events.clear();
+            history.bytes = 0;
             history.head = history.head.max(current);
             history.covered_after = history.head;
         }
@@ -399,10 +419,14 @@ impl WatchCache {
             return;
         }
         history.head = event.revision;
+        history.bytes += event.stored_bytes;
         history.events.push_back(Arc::clone(&event));
-        while history.events.len() > self.options.history_capacity {
+        while history.events.len() > self.options.history_capacity
+            || (history.bytes > self.options.history_max_bytes && history.events.len() > 1)
+        {
             if let Some(dropped) = history.events.pop_front() {
                 history.covered_after = dropped.revision;
+                history.bytes -= dropped.stored_bytes;
             }
         }
         // Sent under the lock so that a watcher's history snapshot and its live subscription
@@ -678,6 +702,7 @@ impl EventFilter {
                     key: event.key.clone(),
                     object: view(&event.object),
                     previous: view(&event.previous),
+                    stored_bytes: event.stored_bytes,
                 };
                 &viewed
             }
@@ -858,6 +883,47 @@ mod tests {
             .expect("a change after the resync");
         assert_eq!(seen.revision, after);
         assert!(cache.head() >= after);
+        shutdown.cancel();
+    }
+
+    /// The history keeps at most `history_max_bytes` of stored values: the oldest changes
+    /// leave first, and what it covers moves with them, so a watch from before it is served
+    /// from the store instead.
+    #[tokio::test]
+    async fn the_history_is_bounded_by_the_bytes_it_holds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inner = RedbStore::open(dir.path(), RedbStoreOptions::default()).expect("open");
+        let store = Arc::new(Interruptible {
+            inner,
+            endings: Mutex::new(Vec::new()),
+        });
+        // Every value below has the same length: names of one digit.
+        let one_value = json!({"metadata": {"name": "0", "namespace": "default"}})
+            .to_string()
+            .len();
+        let shutdown = CancellationToken::new();
+        let cache = WatchCache::start(
+            Arc::clone(&store) as Arc<dyn Store>,
+            WatchCacheOptions {
+                history_max_bytes: 3 * one_value,
+                ..WatchCacheOptions::default()
+            },
+            shutdown.clone(),
+        )
+        .await
+        .expect("start the cache");
+        let mut changes = cache.subscribe_changes();
+        let mut revisions = Vec::new();
+        for name in ["1", "2", "3", "4", "5"] {
+            revisions.push(put(&store, name).await);
+            next_change(&mut changes).await.expect("the change");
+        }
+        let history = cache.lock_history();
+        let kept: Vec<Revision> = history.events.iter().map(|e| e.revision).collect();
+        assert_eq!(kept, revisions[2..], "the three newest creates fit");
+        assert_eq!(history.bytes, 3 * one_value);
+        assert_eq!(history.covered_after, revisions[1]);
+        drop(history);
         shutdown.cancel();
     }
 }

@@ -2,6 +2,8 @@
 //! ([`common::webhook`]), reached by URL and by Service reference (a Service and its
 //! Endpoints pointing at the loopback port). The server records every `AdmissionReview` it
 //! gets, so "not called" is proved by the record after a later request that is called.
+//! Their audit annotations, and ValidatingAdmissionPolicies', are read back from a real
+//! audit log.
 
 mod common;
 
@@ -86,6 +88,9 @@ async fn answer(path: String, review: Value) -> Value {
         "/deny" => json!({"uid": uid, "allowed": false,
             "status": {"code": 403, "reason": "Forbidden", "message": "no thanks"}}),
         "/warn" => json!({"uid": uid, "allowed": true, "warnings": ["webhook says hi"]}),
+        // Allows, with audit annotations (one whose key is not a qualified name).
+        "/annotate" => json!({"uid": uid, "allowed": true,
+            "auditAnnotations": {"checked": "yes", "bad key!": "dropped"}}),
         "/sleep" => {
             tokio::time::sleep(Duration::from_secs(5)).await;
             json!({"uid": uid, "allowed": true})
@@ -854,5 +859,149 @@ async fn match_conditions_decide_calls_and_errors_follow_the_failure_policy() {
     );
     assert_eq!(forbidden["details"]["kind"], "configmaps");
     assert_eq!(forbidden["details"]["name"], "strict");
+    server.shutdown().await;
+}
+
+/// Admission's audit annotations reach the request's audit event, as upstream's: a webhook's
+/// `auditAnnotations` as `<webhook>/<key>`; a ValidatingAdmissionPolicy's `auditAnnotations`
+/// as `<policy>/<key>`, and, for a binding with the `Audit` action, the failure as
+/// `validation.policy.admission.k8s.io/validation_failure`, encoded as Go's JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_audit_annotations_reach_the_audit_log() {
+    let hooks = WebhookServer::start().await;
+    let logs = tempfile::tempdir().expect("a temporary directory");
+    let log = logs.path().join("audit.log");
+    let server = TestServer::start_with(|config| {
+        config.audit = Some(finale_audit::AuditLogOptions {
+            path: log.clone(),
+            max_size_mb: 0,
+            max_backups: 0,
+            max_age_days: 0,
+            policy: None,
+        });
+    })
+    .await;
+    let http = Http::new(&server);
+    create_configuration(
+        &http,
+        "ValidatingWebhookConfiguration",
+        "annotating",
+        vec![webhook(
+            "annotate.hooks.example.com",
+            json!({"url": hooks.url("/annotate"), "caBundle": hooks.ca_bundle()}),
+            configmap_rules(&["CREATE"]),
+        )],
+    )
+    .await;
+    http.post(
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "keys.example.com"},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                "validations": [{"expression": "!has(object.data) || size(object.data) < 2",
+                                 "message": "at most one key, < 2"}],
+                "auditAnnotations": [{"key": "keys",
+                    "valueExpression": "has(object.data) ? 'keys: ' + string(size(object.data)) : null"}],
+            }}),
+    )
+    .await
+    .expect(201);
+    // Two bindings audit the same failure: the first (by name) is recorded, and their equal
+    // annotation values are one.
+    for (name, actions) in [
+        ("keys-audit", json!(["Audit", "Warn"])),
+        ("keys-audit-2", json!(["Audit"])),
+    ] {
+        http.post(
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+                "spec": {"policyName": "keys.example.com", "validationActions": actions}}),
+        )
+        .await
+        .expect(201);
+    }
+
+    let mut big = cm_body("big", json!({}));
+    big["data"] = json!({"a": "1", "b": "2"});
+    let reply = http
+        .post("/api/v1/namespaces/default/configmaps", &big)
+        .await;
+    assert_eq!(
+        reply.warnings,
+        [
+            "299 - \"Validation failed for ValidatingAdmissionPolicy 'keys.example.com' with binding 'keys-audit': at most one key, < 2\""
+        ]
+    );
+    reply.expect(201);
+    let mut small = cm_body("small", json!({}));
+    small["data"] = json!({"a": "1"});
+    http.post("/api/v1/namespaces/default/configmaps", &small)
+        .await
+        .expect(201);
+
+    // Events are written by a background thread: wait (bounded) for the second create's.
+    let created = |events: &[Value], name: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["verb"] == "create"
+                    && e["objectRef"]["resource"] == "configmaps"
+                    && e["objectRef"]["name"] == name
+                    && e["stage"] == "ResponseComplete"
+            })
+            .cloned()
+    };
+    let events = within(WAIT, async {
+        loop {
+            let events: Vec<Value> = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .map(|line| serde_json::from_str(line).expect("an audit line is JSON"))
+                .collect();
+            if created(&events, "small").is_some() {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let big = created(&events, "big").expect("the audit event of the first create");
+    let annotations = &big["annotations"];
+    assert_eq!(
+        annotations["annotate.hooks.example.com/checked"], "yes",
+        "{big}"
+    );
+    assert!(
+        annotations
+            .get("annotate.hooks.example.com/bad key!")
+            .is_none(),
+        "{big}"
+    );
+    assert_eq!(annotations["keys.example.com/keys"], "keys: 2", "{big}");
+    let failure = annotations["validation.policy.admission.k8s.io/validation_failure"]
+        .as_str()
+        .expect("a validation failure annotation");
+    assert!(failure.contains("\\u003c 2"), "Go escapes '<': {failure}");
+    let failure: Value = serde_json::from_str(failure).expect("a JSON list");
+    assert_eq!(
+        failure,
+        json!([{"message": "at most one key, < 2", "policy": "keys.example.com",
+                "binding": "keys-audit", "expressionIndex": 0,
+                "validationActions": ["Audit", "Warn"]}])
+    );
+    let small = created(&events, "small").expect("the audit event of the second create");
+    assert_eq!(
+        small["annotations"]["keys.example.com/keys"], "keys: 1",
+        "{small}"
+    );
+    assert!(
+        small["annotations"]
+            .get("validation.policy.admission.k8s.io/validation_failure")
+            .is_none(),
+        "{small}"
+    );
     server.shutdown().await;
 }

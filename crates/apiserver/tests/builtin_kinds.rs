@@ -1,11 +1,13 @@
 //! The last built-in resources of a default kube-apiserver 1.33 (issue 16), served as
 //! upstream serves them, through HTTPS with kubectl, kube-rs and raw requests:
 //! - `componentstatuses`: get and list only, built from the server's health checks, with
-//!   upstream's deprecation warning and `kubectl get cs` columns;
+//!   upstream's deprecation warning, selectors and `kubectl get cs` columns;
 //! - `bindings`: the legacy route to a Pod's binding, with `pods/binding`'s errors;
 //! - `certificatesigningrequests` with `/approval` and `/status`: the requester recorded,
 //!   upstream's validation, `kubectl certificate approve|deny`, and the
 //!   `kubernetes.io/kube-apiserver-client` signer issuing a certificate that authenticates;
+//!   approving and issuing only with `approve` and `sign` on the signer; the two kubelet
+//!   signers;
 //! - webhook configurations defaulted on every write, not only on create.
 
 mod common;
@@ -50,6 +52,53 @@ async fn component_statuses_report_the_servers_own_health() {
             "{item}"
         );
     }
+
+    // Selectors filter the list as upstream's: by name, and labels (which the objects have
+    // none of) match only selectors that require none; other field labels are refused.
+    let listed = |list: Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|item| {
+                item["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let by_name = http
+        .get("/api/v1/componentstatuses?fieldSelector=metadata.name%3Dstore")
+        .await
+        .expect(200);
+    assert_eq!(listed(by_name), ["store"]);
+    let not_scheduler = http
+        .get("/api/v1/componentstatuses?fieldSelector=metadata.name!%3Dscheduler")
+        .await
+        .expect(200);
+    assert_eq!(listed(not_scheduler), ["controller-manager", "store"]);
+    let labelled = http
+        .get("/api/v1/componentstatuses?labelSelector=tier%3Dcontrol-plane")
+        .await
+        .expect(200);
+    assert!(listed(labelled).is_empty());
+    let unlabelled = http
+        .get("/api/v1/componentstatuses?labelSelector=!tier")
+        .await
+        .expect(200);
+    assert_eq!(listed(unlabelled).len(), 3);
+    let refused = http
+        .get("/api/v1/componentstatuses?fieldSelector=status.phase%3DHealthy")
+        .await
+        .expect_failure(400, "BadRequest");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("status.phase"),
+        "{refused}"
+    );
 
     let reply = http.get("/api/v1/componentstatuses/store").await;
     assert_eq!(reply.warnings, [DEPRECATION]);
@@ -218,6 +267,71 @@ fn csr_body(name: &str, request_pem: &str, signer: &str, seconds: Option<i64>) -
 }
 
 const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+
+/// Waits (bounded) until a signer has answered the request `name`: a certificate or a
+/// `Failed` condition.
+async fn signed_or_failed(http: &Http, name: &str) -> Value {
+    within(Duration::from_secs(20), async {
+        loop {
+            let current = http.get(&format!("{CSRS}/{name}")).await.expect(200);
+            let failed = current["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed"));
+            if current["status"]["certificate"].is_string() || failed {
+                return current;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// The issued certificate of a request, as PEM text.
+fn issued_pem(request: &Value) -> String {
+    let certificate = base64::engine::general_purpose::STANDARD
+        .decode(
+            request["status"]["certificate"]
+                .as_str()
+                .unwrap_or_default(),
+        )
+        .expect("base64");
+    String::from_utf8(certificate).expect("PEM text")
+}
+
+/// `kubectl auth whoami` with a kubeconfig holding only `certificate_pem` and `key_pem`.
+async fn whoami(server: &TestServer, user: &str, certificate_pem: &str, key_pem: &str) -> Value {
+    let kubeconfig = server.dir.path().join(format!("{user}.kubeconfig"));
+    let ca = std::fs::read(server.dir.path().join("data/pki/ca.crt")).expect("the CA");
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: finale, cluster: {{server: 'https://{}', certificate-authority-data: {}}}}}]\nusers: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\ncontexts: [{{name: u, context: {{cluster: finale, user: u}}}}]\ncurrent-context: u\n",
+            server.running.local_addr,
+            encode(&ca),
+            encode(certificate_pem.as_bytes()),
+            encode(key_pem.as_bytes()),
+        ),
+    )
+    .expect("write the kubeconfig");
+    let output = within(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["auth", "whoami", "-o", "json"])
+            .output(),
+    )
+    .await
+    .expect("run kubectl");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("a SelfSubjectReview")
+}
 
 #[tokio::test]
 async fn a_client_certificate_request_is_approved_signed_and_authenticates() {
@@ -274,24 +388,12 @@ async fn a_client_certificate_request_is_approved_signed_and_authenticates() {
     );
 
     // The signer issues the certificate shortly after the approval.
-    let issued = within(Duration::from_secs(20), async {
-        loop {
-            let current = http.get(&format!("{CSRS}/jane")).await.expect(200);
-            if current["status"]["certificate"].is_string() {
-                return current;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
+    let issued = signed_or_failed(&http, "jane").await;
     let approved = &issued["status"]["conditions"][0];
     assert_eq!(approved["type"], "Approved");
     assert_eq!(approved["reason"], "KubectlApprove");
     assert!(approved["lastTransitionTime"].is_string(), "{issued}");
-    let certificate = base64::engine::general_purpose::STANDARD
-        .decode(issued["status"]["certificate"].as_str().unwrap_or_default())
-        .expect("base64");
-    let certificate_pem = String::from_utf8(certificate).expect("PEM text");
+    let certificate_pem = issued_pem(&issued);
     let (_, pem) = x509_parser::pem::parse_x509_pem(certificate_pem.as_bytes()).expect("PEM");
     let parsed = pem.parse_x509().expect("a certificate");
     let validity = parsed.validity();
@@ -306,36 +408,7 @@ async fn a_client_certificate_request_is_approved_signed_and_authenticates() {
     assert!(collapse(&out).ends_with("60m Approved,Issued"), "{out}");
 
     // The certificate and its key authenticate as the request's subject.
-    let kubeconfig = server.dir.path().join("jane.kubeconfig");
-    let ca = std::fs::read(server.dir.path().join("data/pki/ca.crt")).expect("the CA");
-    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: finale, cluster: {{server: 'https://{}', certificate-authority-data: {}}}}}]\nusers: [{{name: jane, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\ncontexts: [{{name: jane, context: {{cluster: finale, user: jane}}}}]\ncurrent-context: jane\n",
-            server.running.local_addr,
-            encode(&ca),
-            encode(certificate_pem.as_bytes()),
-            encode(key.as_bytes()),
-        ),
-    )
-    .expect("write jane's kubeconfig");
-    let whoami = within(
-        Duration::from_secs(30),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["auth", "whoami", "-o", "json"])
-            .output(),
-    )
-    .await
-    .expect("run kubectl");
-    assert!(
-        whoami.status.success(),
-        "{}",
-        String::from_utf8_lossy(&whoami.stderr)
-    );
-    let review: Value = serde_json::from_slice(&whoami.stdout).expect("a SelfSubjectReview");
+    let review = whoami(&server, "jane", &certificate_pem, &key).await;
     assert_eq!(review["status"]["userInfo"]["username"], "jane");
     assert!(
         review["status"]["userInfo"]["groups"]
@@ -498,6 +571,352 @@ async fn requests_are_validated_and_decisions_go_through_approval_only() {
             "certificatesigningrequests/approval",
             "certificatesigningrequests/status"
         ]
+    );
+    server.shutdown().await;
+}
+
+/// A PKCS#10 request for a node (`system:node:<node>` in `system:nodes`) with the subject
+/// alternative names `names` (DNS names or IP addresses), and its private key, both PEM.
+fn node_request(node: &str, names: &[&str]) -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = rcgen::CertificateParams::new(names).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{node}"));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    let request = params.serialize_request(&key).expect("a CSR");
+    (request.pem().expect("PEM"), key.serialize_pem())
+}
+
+/// A ClusterRole `name` with `rules`, bound to the user `user`.
+async fn grant(http: &Http, name: &str, user: &str, rules: Value) {
+    http.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": rules}),
+    )
+    .await
+    .expect(201);
+    bind(http, name, user).await;
+}
+
+/// Binds the ClusterRole `role` to the user `user`.
+async fn bind(http: &Http, role: &str, user: &str) {
+    http.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{role}-{user}").replace(':', "-")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await
+    .expect(201);
+}
+
+/// Runs kubectl until it succeeds (a grant reaches the authorizer through a watch, so the
+/// first tries after it may still be refused), within 20 s.
+async fn kubectl_once_granted(server: &TestServer, args: &[&str]) -> String {
+    within(Duration::from_secs(20), async {
+        loop {
+            let (ok, out, err) = kubectl(server, args).await;
+            if ok {
+                return out;
+            }
+            // Refused (`forbidden`), or `auth can-i` answering no (exit 1, "no").
+            assert!(
+                err.contains("forbidden") || out.trim() == "no",
+                "{out}{err}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+}
+
+fn conditions(request: &Value) -> Vec<String> {
+    request["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["type"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Upstream's `CertificateApproval` and `CertificateSigning` admission: writing `/approval`
+/// or `/status` is not enough; approving or denying needs `approve` on the request's signer,
+/// issuing its certificate `sign`, by the signer's name or its domain's `<domain>/*`.
+#[tokio::test]
+async fn approving_and_issuing_need_a_verb_on_the_signer() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    // ann may read requests and write their /approval and /status: all an approver needs
+    // before signers were checked.
+    grant(
+        &http,
+        "csr-writer",
+        "ann",
+        json!([
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["certificates.k8s.io"],
+             "resources": ["certificatesigningrequests/approval", "certificatesigningrequests/status"],
+             "verbs": ["get", "update", "patch"]},
+        ]),
+    )
+    .await;
+    for (name, signer) in [
+        ("custom", "example.com/custom"),
+        ("jane", KUBE_APISERVER_CLIENT),
+        ("other", "other.org/x"),
+    ] {
+        let (request, _) = client_request(name, "dev");
+        let mut body = csr_body(name, &request, signer, None);
+        body["status"] = json!({});
+        http.post(CSRS, &body).await.expect(201);
+    }
+    // The precondition: ann's role lets her reach /approval (a refusal below is the
+    // signer's check, not RBAC's on the subresource). The grant reaches the authorizer
+    // through a watch: asked until it says yes, within 20 s.
+    let out = kubectl_once_granted(
+        &server,
+        &[
+            "auth",
+            "can-i",
+            "update",
+            "certificatesigningrequests",
+            "--subresource=approval",
+            "--as",
+            "ann",
+        ],
+    )
+    .await;
+    assert_eq!(out.trim(), "yes");
+
+    // Neither approving nor denying without `approve` on the signer; nothing is stored.
+    for (verb, name, signer) in [
+        ("approve", "custom", "example.com/custom"),
+        ("deny", "other", "other.org/x"),
+    ] {
+        let (ok, _, err) = kubectl(&server, &["certificate", verb, name, "--as", "ann"]).await;
+        assert!(!ok, "{verb} {name} without approve on its signer");
+        assert!(
+            err.contains(&format!(
+                "certificatesigningrequests.certificates.k8s.io \"{name}\" is forbidden: user not permitted to approve requests with signerName \"{signer}\""
+            )),
+            "{err}"
+        );
+        let stored = http.get(&format!("{CSRS}/{name}")).await.expect(200);
+        assert!(conditions(&stored).is_empty(), "{stored}");
+    }
+
+    // `approve` on the domain's wildcard grants every signer of that domain, and no other.
+    grant(
+        &http,
+        "example-approver",
+        "ann",
+        json!([{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                "resourceNames": ["example.com/*"], "verbs": ["approve"]}]),
+    )
+    .await;
+    let out = kubectl_once_granted(
+        &server,
+        &["certificate", "approve", "custom", "--as", "ann"],
+    )
+    .await;
+    assert!(out.contains("approved"), "{out}");
+    let stored = http.get(&format!("{CSRS}/custom")).await.expect(200);
+    assert_eq!(conditions(&stored), ["Approved"]);
+    let (ok, _, err) = kubectl(&server, &["certificate", "approve", "jane", "--as", "ann"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "user not permitted to approve requests with signerName \"kubernetes.io/kube-apiserver-client\""
+        ),
+        "{err}"
+    );
+
+    // The bootstrap approver role of a built-in signer grants exactly it; the server's own
+    // signer then issues the certificate.
+    bind(
+        &http,
+        "system:certificates.k8s.io:kube-apiserver-client-approver",
+        "ann",
+    )
+    .await;
+    kubectl_once_granted(&server, &["certificate", "approve", "jane", "--as", "ann"]).await;
+    let issued = signed_or_failed(&http, "jane").await;
+    assert!(issued["status"]["certificate"].is_string(), "{issued}");
+
+    // Issuing a certificate through /status needs `sign`; a status write that leaves the
+    // certificate alone does not (kube-apiserver 1.33).
+    let certificate = base64::engine::general_purpose::STANDARD.encode(
+        rcgen::CertificateParams::new(vec!["custom.example.com".to_string()])
+            .expect("params")
+            .self_signed(&rcgen::KeyPair::generate().expect("a key"))
+            .expect("a certificate")
+            .pem(),
+    );
+    let issue_patch = json!({"status": {"certificate": certificate}}).to_string();
+    let issue = [
+        "patch",
+        "csr",
+        "custom",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &issue_patch,
+        "--as",
+        "ann",
+    ];
+    let (ok, _, err) = kubectl(&server, &issue).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "certificatesigningrequests.certificates.k8s.io \"custom\" is forbidden: user not permitted to sign requests with signerName \"example.com/custom\""
+        ),
+        "{err}"
+    );
+    let (ok, _, err) = kubectl(
+        &server,
+        &[
+            "patch",
+            "csr",
+            "custom",
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            r#"[{"op": "add", "path": "/status/conditions/-", "value": {"type": "Queued", "status": "True"}}]"#,
+            "--as",
+            "ann",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let stored = http.get(&format!("{CSRS}/custom")).await.expect(200);
+    assert_eq!(conditions(&stored), ["Approved", "Queued"]);
+    assert!(stored["status"].get("certificate").is_none(), "{stored}");
+
+    grant(
+        &http,
+        "custom-signer",
+        "ann",
+        json!([{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                "resourceNames": ["example.com/custom"], "verbs": ["sign"]}]),
+    )
+    .await;
+    kubectl_once_granted(&server, &issue).await;
+    let stored = http.get(&format!("{CSRS}/custom")).await.expect(200);
+    assert_eq!(stored["status"]["certificate"], json!(certificate));
+    server.shutdown().await;
+}
+
+/// kube-controller-manager's two kubelet signers: `kubelet-serving` issues a serving
+/// certificate for the names a node asked for, `kube-apiserver-client-kubelet` a client
+/// certificate that authenticates as the node; a request that is not a node's fails with
+/// upstream's reason and gets no certificate.
+#[tokio::test]
+async fn the_kubelet_signers_issue_node_certificates() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let post = |name: &str, request: &str, signer: &str, usages: Value| {
+        let mut body = csr_body(name, request, signer, None);
+        body["spec"]["usages"] = usages;
+        body["status"] = json!({});
+        let http = &http;
+        async move { http.post(CSRS, &body).await.expect(201) }
+    };
+    let (serving, _) = node_request("n1", &["n1.example", "127.0.0.1"]);
+    post(
+        "serving",
+        &serving,
+        "kubernetes.io/kubelet-serving",
+        json!(["digital signature", "key encipherment", "server auth"]),
+    )
+    .await;
+    let (client, client_key) = node_request("n1", &[]);
+    post(
+        "client",
+        &client,
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        json!(["client auth", "digital signature"]),
+    )
+    .await;
+    let (wrong, _) = node_request("n2", &[]);
+    post(
+        "wrong-usages",
+        &wrong,
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        json!(["client auth", "server auth"]),
+    )
+    .await;
+    let (ok, _, err) = kubectl(
+        &server,
+        &[
+            "certificate",
+            "approve",
+            "serving",
+            "client",
+            "wrong-usages",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+
+    let issued = signed_or_failed(&http, "serving").await;
+    let pem_text = issued_pem(&issued);
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem_text.as_bytes()).expect("PEM");
+    let certificate = pem.parse_x509().expect("a certificate");
+    let usage = certificate
+        .extended_key_usage()
+        .expect("one extended key usage")
+        .expect("an extended key usage")
+        .value;
+    assert!(usage.server_auth && !usage.client_auth, "{usage:?}");
+    let names: Vec<String> = certificate
+        .subject_alternative_name()
+        .expect("one SAN extension")
+        .expect("SANs")
+        .value
+        .general_names
+        .iter()
+        .map(|name| match name {
+            x509_parser::extensions::GeneralName::DNSName(dns) => format!("DNS:{dns}"),
+            x509_parser::extensions::GeneralName::IPAddress(ip) => format!("IP:{ip:?}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["DNS:n1.example", "IP:[127, 0, 0, 1]"]);
+    let ca_pem = std::fs::read(server.dir.path().join("data/pki/ca.crt")).expect("the CA");
+    let (_, ca) = x509_parser::pem::parse_x509_pem(&ca_pem).expect("the CA's PEM");
+    assert_eq!(
+        certificate.issuer().to_string(),
+        ca.parse_x509().expect("the CA").subject().to_string()
+    );
+
+    let issued = signed_or_failed(&http, "client").await;
+    let review = whoami(&server, "n1", &issued_pem(&issued), &client_key).await;
+    assert_eq!(review["status"]["userInfo"]["username"], "system:node:n1");
+    assert!(
+        review["status"]["userInfo"]["groups"]
+            .as_array()
+            .is_some_and(|g| g.contains(&json!("system:nodes"))),
+        "{review}"
+    );
+
+    let failed = signed_or_failed(&http, "wrong-usages").await;
+    assert!(failed["status"].get("certificate").is_none(), "{failed}");
+    let condition = failed["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Failed"))
+        .cloned()
+        .expect("a Failed condition");
+    assert_eq!(condition["reason"], "SignerValidationFailure");
+    assert_eq!(
+        condition["message"],
+        "usages did not match [client auth digital signature key encipherment]"
     );
     server.shutdown().await;
 }

@@ -103,6 +103,15 @@ struct Cli {
     /// Pods created, deleted and failed per batch (pods).
     #[arg(long, global = true, value_name = "N", default_value_t = 100)]
     pods: u64,
+    /// Sizes, in ConfigMaps of 1 KiB, at which memory reads both sides' resident memory.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N,N,…",
+        value_delimiter = ',',
+        default_values_t = [0, 10_000, 100_000, 300_000]
+    )]
+    memory_sizes: Vec<u64>,
     /// Where the audited server of rbac-create writes its audit log (default: beside its
     /// store, on the same filesystem); a directory on another filesystem, e.g. /dev/shm,
     /// separates the log's disk writes from the store's.
@@ -131,6 +140,9 @@ enum Scenario {
     ColdStart,
     /// Resident memory of an idle server after a few requests, against etcd.
     IdleRss,
+    /// Resident memory holding 0, 10 000, 100 000 and 300 000 ConfigMaps of 1 KiB, against
+    /// etcd holding the same keys.
+    Memory,
     /// DELETE of a namespace holding 0, 1 000, 10 000 ConfigMaps, or 1 000 custom resources,
     /// until it is gone, against etcd deletes of as many keys with 64 writers.
     NamespaceTeardown,
@@ -165,13 +177,14 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 15] = [
+    const ALL: [Scenario; 16] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::RbacCreate,
         Scenario::WebhookCreate,
         Scenario::ColdStart,
         Scenario::IdleRss,
+        Scenario::Memory,
         Scenario::DeletionInsight,
         Scenario::CloudGc,
         Scenario::HighAvailability,
@@ -191,6 +204,7 @@ impl Scenario {
             Scenario::WebhookCreate => "webhook-create",
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
+            Scenario::Memory => "memory",
             Scenario::NamespaceTeardown => "namespace-teardown",
             Scenario::FinalizerRemoval => "finalizer-removal",
             Scenario::GarbageCollection => "garbage-collection",
@@ -212,6 +226,7 @@ impl Scenario {
             Scenario::WebhookCreate => scenarios::webhook_create::run(settings, report).await,
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
+            Scenario::Memory => scenarios::memory::run(settings, report).await,
             Scenario::NamespaceTeardown => {
                 scenarios::namespace_teardown::run(settings, report).await
             }
@@ -272,8 +287,12 @@ async fn main() -> anyhow::Result<()> {
         insight_objects: cli.insight_objects,
         plan_dependents: cli.plan_dependents,
         pods: cli.pods,
+        memory_sizes: cli.memory_sizes.clone(),
         audit_log_dir: cli.audit_log_dir.clone(),
     };
+    if settings.memory_sizes.iter().any(|&n| n > MAX_OBJECTS) {
+        bail!("--memory-sizes must each be at most {MAX_OBJECTS}");
+    }
     if !(100..=MAX_OBJECTS).contains(&settings.insight_objects)
         || !(1..=MAX_OBJECTS).contains(&settings.plan_dependents)
     {

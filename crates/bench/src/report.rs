@@ -22,6 +22,8 @@ pub enum Unit {
     /// Microseconds, for costs per object.
     Micros,
     Megabytes,
+    /// Decimal kilobytes, for memory per object.
+    Kilobytes,
     /// A count of operations (API calls).
     Count,
 }
@@ -331,6 +333,7 @@ fn format_value(value: Option<f64>, unit: Unit) -> String {
         (Some(v), Unit::Millis) => format!("{v:.1}"),
         (Some(v), Unit::Micros) => format!("{v:.1}"),
         (Some(v), Unit::Megabytes) => format!("{v:.1}"),
+        (Some(v), Unit::Kilobytes) => format!("{v:.2}"),
         (Some(v), Unit::Count) => format!("{v:.0}"),
     }
 }
@@ -350,6 +353,7 @@ fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
                 Unit::Millis => " ms",
                 Unit::Micros => " µs",
                 Unit::Megabytes => " MB",
+                Unit::Kilobytes => " KB",
                 Unit::Count => "",
             };
             format!("<={max}{unit}")

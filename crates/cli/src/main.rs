@@ -173,6 +173,13 @@ struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = finale_apiserver::watch_cache::DEFAULT_HISTORY_CAPACITY,
           value_parser = clap::value_parser!(u32).range(1..))]
     default_watch_cache_size: u32,
+    /// The most memory the watch cache's history may hold, in MiB of stored objects (each
+    /// change counted as its object's stored JSON, and the previous object's). The oldest
+    /// changes leave first, whichever of this and `--default-watch-cache-size` is reached; a
+    /// watch from before the history is served from the store, as above.
+    #[arg(long, value_name = "MIB", default_value_t = finale_apiserver::watch_cache::DEFAULT_HISTORY_MEGABYTES,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    watch_cache_max_mb: u32,
     /// Switch API group versions on or off, as kube-apiserver's flag: a comma-separated list
     /// of `group/version=bool`. Only `deletion.finale.dev/v1alpha1` can be switched
     /// (`--runtime-config=deletion.finale.dev/v1alpha1=false` serves a cluster without it).
@@ -346,6 +353,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     config.pki_dir = args.pki_dir;
     config.namespace_controller.deletion_delay = args.namespace_deletion_delay;
     config.watch_cache.history_capacity = args.default_watch_cache_size as usize;
+    config.watch_cache.history_max_bytes = (args.watch_cache_max_mb as usize) << 20;
     config.token_auth_file = args.token_auth_file.clone();
     if let Some(max) = args.service_account_max_token_expiration
         && !(3600..=1 << 32).contains(&max.as_secs())

@@ -36,6 +36,8 @@ struct Answer {
     /// The decoded JSON patch of a mutating webhook.
     patch: Option<Value>,
     warnings: Vec<String>,
+    /// `response.auditAnnotations`, for the request's audit event.
+    audit_annotations: Vec<(String, String)>,
     /// The object as the webhook was sent it (in its invocation's version), which a patch
     /// applies to.
     seen: Option<Value>,
@@ -89,6 +91,7 @@ impl Webhooks {
                 let mut changed = false;
                 let outcome = match outcome {
                     Ok(answer) => {
+                        publish_audit_annotations(hook, &answer);
                         warnings.extend(answer.warnings);
                         if !answer.allowed {
                             Err(Failure::Rejected(denial(
@@ -168,7 +171,11 @@ impl Webhooks {
         }
         let calls = relevant.iter().map(|(hook, invocation)| async move {
             let started = Instant::now();
-            let outcome = match self.call(hook, &attributes, invocation).await {
+            let answer = self.call(hook, &attributes, invocation).await;
+            if let Ok(answer) = &answer {
+                publish_audit_annotations(hook, answer);
+            }
+            let outcome = match answer {
                 Ok(answer) if answer.allowed => Ok(answer.warnings),
                 Ok(answer) => Err((
                     answer.warnings,
@@ -602,6 +609,16 @@ fn verify(uid: &str, hook: &Hook, review: Value) -> Result<Answer, String> {
                 .collect()
         })
         .unwrap_or_default();
+    let audit_annotations = response
+        .get("auditAnnotations")
+        .and_then(Value::as_object)
+        .map(|annotations| {
+            annotations
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Answer {
         allowed: response
             .get("allowed")
@@ -611,7 +628,18 @@ fn verify(uid: &str, hook: &Hook, review: Value) -> Result<Answer, String> {
         patch,
         seen: None,
         warnings,
+        audit_annotations,
     })
+}
+
+/// Upstream's dispatchers add each of a webhook's `auditAnnotations` as `<webhook>/<key>`.
+fn publish_audit_annotations(hook: &Hook, answer: &Answer) {
+    for (key, value) in &answer.audit_annotations {
+        super::audit_annotations::AuditAnnotations::add(
+            format!("{}/{key}", hook.name),
+            value.clone(),
+        );
+    }
 }
 
 /// Applies a mutating webhook's JSON patch to the object it was sent (`seen`, in the

@@ -35,6 +35,8 @@
 //! - A webhook's `matchConditions` (CEL) are parsed once per configuration read and decide,
 //!   after its rules and selectors, whether it is called; one that fails to evaluate follows
 //!   the webhook's `failurePolicy` as upstream's do ([`match_conditions`]).
+//! - A webhook's `auditAnnotations` reach the request's audit event as `<webhook>/<key>`
+//!   ([`audit_annotations`]).
 //!
 //! # Assumptions
 //! - Configurations passed validation ([`config`]); a malformed one that is somehow stored
@@ -61,6 +63,7 @@ use crate::resources::{Catalog, ResourceType};
 use crate::status::{ApiError, ApiResult};
 use crate::webhook_client;
 
+pub mod audit_annotations;
 pub mod config;
 mod dispatch;
 pub mod match_conditions;

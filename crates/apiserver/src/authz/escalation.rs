@@ -9,7 +9,11 @@
 //!   on update needs `delete` on the object, and setting `blockOwnerDeletion: true` needs
 //!   `update` on the owner's `finalizers` subresource.
 //!
-//! Members of `system:masters` pass both, as upstream's `EscalationAllowed`.
+//! - **Signers** ([`super::signers`]): approving a CertificateSigningRequest needs `approve`
+//!   on its signer, issuing its certificate `sign`.
+//!
+//! Members of `system:masters` pass all of them, as upstream's `EscalationAllowed` (and, for
+//! signers, the privileged-group authorizer).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,8 +23,9 @@ use serde_json::Value;
 use super::rules::{PolicyRule, parse_rules, uncovered};
 use super::{Attributes, Authorizer, RBAC_GROUP, RbacKind, is_privileged};
 use crate::authn::Identity;
+use crate::kinds::certificates;
 use crate::object;
-use crate::registry::WritePermissions;
+use crate::registry::{Subresource, WritePermissions};
 use crate::resources::{Catalog, ResourceType};
 use crate::status::{ApiError, ApiResult, Target};
 
@@ -36,6 +41,7 @@ impl WritePermissions for RequestPermissions {
         &self,
         catalog: &Catalog,
         resource: &ResourceType,
+        subresource: Subresource,
         object: &Value,
         old: Option<&Value>,
     ) -> ApiResult<()> {
@@ -43,6 +49,9 @@ impl WritePermissions for RequestPermissions {
             return Ok(());
         }
         self.owner_references(catalog, resource, object, old)?;
+        if resource.group == certificates::GROUP && resource.plural == certificates::PLURAL {
+            return super::signers::check(&self.authorizer, &self.user, subresource, object, old);
+        }
         if resource.group != RBAC_GROUP {
             return Ok(());
         }

@@ -9,6 +9,8 @@
 //! - [`escalation`]: checks of a write's content made with the writer's permissions
 //!   (no granting what you do not hold; `blockOwnerDeletion` needs the owner's finalizers).
 //! - [`impersonation`]: `Impersonate-User` / `Impersonate-Group` / `Impersonate-Uid`.
+//! - [`signers`]: who may approve and who may issue a CertificateSigningRequest (`approve`
+//!   and `sign` on its signer).
 //! - [`review`]: `SubjectAccessReview` and its self and local forms, `SelfSubjectRulesReview`.
 //!
 //! # Guarantees
@@ -32,6 +34,7 @@ pub mod impersonation;
 pub mod rbac;
 pub mod review;
 pub mod rules;
+pub mod signers;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

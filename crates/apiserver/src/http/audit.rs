@@ -9,7 +9,10 @@
 //! at `RequestResponse`, its body. Annotations: `authorization.k8s.io/decision` and
 //! `authorization.k8s.io/reason`, and `finale.dev/finalizers-added` /
 //! `finale.dev/finalizers-removed` when a write changed an object's finalizers, so a
-//! `Metadata`-level log answers who removed a finalizer, when and from where.
+//! `Metadata`-level log answers who removed a finalizer, when and from where; and what
+//! admission added (webhooks' and ValidatingAdmissionPolicies' audit annotations, a policy's
+//! `validation.policy.admission.k8s.io/validation_failure`; see
+//! [`crate::admission::audit_annotations`]).
 //!
 //! # Caveats
 //! - `impersonatedUser` is not filled; the event's `user` is who sent the request.
@@ -32,6 +35,7 @@ use http::header;
 use serde_json::Value;
 
 use super::AppState;
+use crate::admission::audit_annotations::AuditAnnotations;
 use crate::authn::Identity;
 use crate::registry::provenance::FinalizerChanges;
 
@@ -151,7 +155,13 @@ pub async fn audit(State(state): State<AppState>, request: Request, next: Next) 
     };
 
     let changes = FinalizerChanges::default();
-    let response = changes.scope(next.run(request)).await;
+    let admission_annotations = AuditAnnotations::default();
+    let response = changes
+        .scope(admission_annotations.scope(next.run(request)))
+        .await;
+    for (key, value) in admission_annotations.added() {
+        record.annotate(key, value);
+    }
     if let Some(decision) = response.extensions().get::<AuthorizationDecision>() {
         record.annotate(
             "authorization.k8s.io/decision",

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::health::{Health, components};
+use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
 
 /// The `Warning` upstream sends with every componentstatuses response.
@@ -30,12 +31,19 @@ pub async fn get(health: &Health, name: &str) -> ApiResult<Value> {
     }
 }
 
-/// GET `componentstatuses`: every component, checked now.
-pub async fn list(health: &Health) -> Value {
+/// GET `componentstatuses`: every component, checked now, that the list's label and field
+/// selectors match. As upstream, they are applied even though the objects have no labels: a
+/// selector that requires a label matches nothing.
+pub async fn list(
+    health: &Health,
+    labels: Option<&LabelSelector>,
+    fields: Option<&FieldSelector>,
+) -> Value {
     let items: Vec<Value> = components(health)
         .await
         .iter()
         .map(|(component, result)| component_status(component, result))
+        .filter(|object| crate::registry::matches_selectors(object, labels, fields))
         .collect();
     json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": items})
 }

@@ -647,7 +647,11 @@ impl ResourceRequest<'_> {
 
     async fn list(&self) -> ApiResult<Response> {
         if self.resource.served_by == Some(ServedBy::ComponentStatuses) {
-            let list = super::component_status::list(&self.state.health).await;
+            let (labels, fields) =
+                crate::registry::parse_selectors(self.resource, &self.query.list_options()?)?;
+            let list =
+                super::component_status::list(&self.state.health, labels.as_ref(), fields.as_ref())
+                    .await;
             let response = self.respond(StatusCode::OK, &list)?;
             return Ok(with_warnings(
                 response,

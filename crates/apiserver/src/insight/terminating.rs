@@ -311,6 +311,7 @@ mod tests {
             key: key.into(),
             object: object.map(Arc::new),
             previous: previous.map(Arc::new),
+            stored_bytes: 0,
         }
     }
 

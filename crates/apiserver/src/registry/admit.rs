@@ -17,7 +17,7 @@ use std::sync::Arc;
 use finale_store::Store;
 use serde_json::Value;
 
-use super::WriteOptions;
+use super::{Subresource, WriteOptions};
 use crate::field_validation::{self, FieldValidation};
 use crate::insight::claims;
 use crate::object;
@@ -114,16 +114,19 @@ pub(super) fn admit_content(
 }
 
 /// Checks of a write that depend on who makes it, run on the object as it would be stored:
-/// RBAC's privilege-escalation prevention and O5 (`OwnerReferencesPermissionEnforcement`).
-/// The authorizer implements it (a layer above the registry) with the requesting user and
-/// puts it in [`WriteOptions::permissions`]; writes without one (the server's own
-/// controllers) are not checked.
+/// RBAC's privilege-escalation prevention, O5 (`OwnerReferencesPermissionEnforcement`) and
+/// the `signers` checks of CertificateSigningRequests (`CertificateApproval`,
+/// `CertificateSigning`). The authorizer implements it (a layer above the registry) with
+/// the requesting user and puts it in [`WriteOptions::permissions`]; writes without one (the
+/// server's own controllers) are not checked.
 pub trait WritePermissions: Send + Sync + std::fmt::Debug {
-    /// `old` is the stored object on updates. An error refuses the write (a 403).
+    /// `old` is the stored object on updates, `subresource` the route the write took
+    /// ([`Subresource::Main`] on creates). An error refuses the write (a 403).
     fn check(
         &self,
         catalog: &Catalog,
         resource: &ResourceType,
+        subresource: Subresource,
         object: &Value,
         old: Option<&Value>,
     ) -> ApiResult<()>;
@@ -133,12 +136,13 @@ pub trait WritePermissions: Send + Sync + std::fmt::Debug {
 pub(super) fn check_permissions(
     catalog: &Catalog,
     resource: &ResourceType,
+    subresource: Subresource,
     object: &Value,
     old: Option<&Value>,
     options: &WriteOptions,
 ) -> ApiResult<()> {
     match &options.permissions {
-        Some(permissions) => permissions.check(catalog, resource, object, old),
+        Some(permissions) => permissions.check(catalog, resource, subresource, object, old),
         None => Ok(()),
     }
 }

@@ -144,7 +144,14 @@ impl Registry {
             prepare(&mut object, options.actor.as_ref())?;
         }
         let admission = admit::admit_content(resource, &mut object, None, options)?;
-        admit::check_permissions(&self.catalog, resource, &object, None, options)?;
+        admit::check_permissions(
+            &self.catalog,
+            resource,
+            Subresource::Main,
+            &object,
+            None,
+            options,
+        )?;
         errors.extend(admission.errors);
         if let Some(manager) = &options.field_manager {
             admit::record_manager(resource, None, &mut object, manager, None);

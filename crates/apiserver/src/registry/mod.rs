@@ -42,6 +42,7 @@ use update::*;
 pub use admit::{WritePermissions, manager_from_user_agent};
 pub use pods::{Disruption, set_pod_condition};
 pub use provenance::Actor;
+pub use read::parse_selectors;
 
 use crate::deletion::{self, Graceful};
 use crate::field_validation::FieldValidation;

@@ -26,8 +26,7 @@ impl Registry {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> ApiResult<Value> {
-        let labels = parse_label_selector(options.label_selector.as_deref())?;
-        let fields = parse_field_selector(resource, options.field_selector.as_deref())?;
+        let (labels, fields) = parse_selectors(resource, options)?;
         let collection = resource.collection_prefix(namespace);
         let full_range = prefix_range(collection.as_bytes());
 
@@ -245,6 +244,18 @@ impl Registry {
         });
         Ok(self.convert_watch(resource, stream))
     }
+}
+
+/// The label and field selectors of a list or watch of `resource`, parsed and checked as
+/// upstream checks them (a 400 `Status` naming what is wrong).
+pub fn parse_selectors(
+    resource: &ResourceType,
+    options: &ListOptions,
+) -> ApiResult<(Option<LabelSelector>, Option<FieldSelector>)> {
+    Ok((
+        parse_label_selector(options.label_selector.as_deref())?,
+        parse_field_selector(resource, options.field_selector.as_deref())?,
+    ))
 }
 
 pub(super) fn parse_label_selector(selector: Option<&str>) -> ApiResult<Option<LabelSelector>> {

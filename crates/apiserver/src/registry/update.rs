@@ -109,7 +109,14 @@ impl Registry {
             };
             let mut candidate = prepare_update(resource, &current, requested, subresource)?;
             let content = admit::admit_content(resource, &mut candidate, Some(&current), options)?;
-            admit::check_permissions(&self.catalog, resource, &candidate, Some(&current), options)?;
+            admit::check_permissions(
+                &self.catalog,
+                resource,
+                subresource,
+                &candidate,
+                Some(&current),
+                options,
+            )?;
             let mut warnings = webhook_warnings;
             warnings.extend(content.warnings);
             warnings.extend(

@@ -223,6 +223,7 @@ mod tests {
             insight_objects: 100,
             plan_dependents: 1,
             pods: 1,
+            memory_sizes: vec![0],
             audit_log_dir: None,
         };
         let mut report = Report::new(Context::capture(1, 0.3));

@@ -194,6 +194,8 @@ pub struct Actions {
 pub struct Binding {
     pub name: String,
     pub policy_name: String,
+    /// `spec.validationActions` as written, for the audit annotation of a failure.
+    pub validation_actions: Vec<String>,
     pub param_ref: Option<ParamRef>,
     pub match_resources: Option<MatchResources>,
     pub actions: Actions,
@@ -362,6 +364,7 @@ pub fn compile_binding(object: &Value) -> Binding {
             warn: has("Warn"),
             audit: has("Audit"),
         },
+        validation_actions: actions,
     }
 }
 

@@ -24,7 +24,11 @@
 //!   Unauthorized 401), the message repeated as the cause. The first denial, in policy-name
 //!   then binding-name order, answers. `Warn` adds the `Warning` header
 //!   `Validation failed for ValidatingAdmissionPolicy '<policy>' with binding '<binding>':
-//!   <message>`; `Audit` logs the failure (see Caveats).
+//!   <message>`; `Audit` adds the audit annotation
+//!   `validation.policy.admission.k8s.io/validation_failure` (a JSON list of `message`,
+//!   `policy`, `binding`, `expressionIndex`, `validationActions`) to the request's audit
+//!   event, and each `auditAnnotations` value is added as `<policy>/<key>`, the distinct
+//!   values of several bindings joined with `, ` ([`super::audit_annotations`]).
 //! - Failures to evaluate follow `failurePolicy`: `Fail` (the default) makes them denials
 //!   (reason Invalid); `Ignore` admits. Configuration errors deny under `Fail`: an unknown
 //!   `paramKind` as `failed to configure policy: …`, a param that is missing under
@@ -49,16 +53,13 @@
 //! - No CEL cost metering: upstream's per-expression and per-request cost limits are not
 //!   enforced for policies.
 //! - `authorizer` is not provided: an expression that reads it fails to evaluate.
-//! - `Audit` actions and `auditAnnotations` are written to the server log (target
-//!   `finale_apiserver::admission::policy`), not to the audit log: the registry has no path to
-//!   the request's audit event.
 //! - A variable is evaluated when an expression that names it runs, even where upstream's
 //!   lazy evaluation would not reach it (`false && variables.x`): an error of such a
 //!   variable fails the expression here.
 //! - Objects are JSON maps to CEL: no per-kind types, so a field a kind does not have reads
 //!   as `no such key` at run time rather than a compile error.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,6 +67,7 @@ use finale_store::{RangeRequest, prefix_range};
 use kube_cel::cel;
 use serde_json::Value;
 
+use super::audit_annotations::AuditAnnotations;
 use super::dispatch::{NamespaceLabels, match_conditions_forbidden, review};
 use super::matching::{self, Invocation};
 use super::metrics::PolicyOutcome;
@@ -249,6 +251,9 @@ impl Webhooks {
                 map.remove("oldObject");
             }
             let request_value = plain_value(&request_only);
+            // Upstream's `auditAnnotationCollector`, one per policy: a key several bindings
+            // (or params) publish gets their distinct values, sorted and joined.
+            let mut published: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
             for binding in &hook.bindings {
                 if let Some(resources) = &binding.match_resources {
                     match self
@@ -314,12 +319,9 @@ impl Webhooks {
                         }
                         if binding.actions.audit {
                             observe(PolicyOutcome::Audit);
-                            tracing::info!(
-                                policy = %policy.name,
-                                binding = %binding.name,
-                                expression_index = decision.index,
-                                message = %decision.message,
-                                "validation.policy.admission.k8s.io/validation_failure"
+                            AuditAnnotations::add(
+                                VALIDATION_FAILURE_ANNOTATION.to_string(),
+                                validation_failure(binding, decision),
                             );
                         }
                         if binding.actions.warn {
@@ -333,7 +335,7 @@ impl Webhooks {
                     for annotation in outcome.annotations {
                         match annotation {
                             evaluate::Annotation::Publish { key, value } => {
-                                tracing::info!(policy = %policy.name, binding = %binding.name, %key, %value, "admission policy audit annotation");
+                                published.entry(key).or_default().insert(value);
                             }
                             evaluate::Annotation::Error(message) => {
                                 self.metrics.observe_policy(
@@ -352,6 +354,10 @@ impl Webhooks {
                         }
                     }
                 }
+            }
+            for (key, values) in published {
+                let values: Vec<String> = values.into_iter().collect();
+                AuditAnnotations::add(key, values.join(", "));
             }
         }
         match denials.into_iter().next() {
@@ -590,6 +596,33 @@ fn named_rules_match(
         }
     }
     None
+}
+
+/// The audit annotation upstream adds for each failure a binding with the `Audit` action
+/// meets.
+const VALIDATION_FAILURE_ANNOTATION: &str = "validation.policy.admission.k8s.io/validation_failure";
+
+/// Its value: a one-element JSON list (upstream's `ValidationFailureValue`, fields in its
+/// order), encoded as Go's `json.Marshal` does, HTML characters escaped.
+fn validation_failure(binding: &compile::Binding, decision: &evaluate::Decision) -> String {
+    let value = serde_json::json!([{
+        "message": decision.message,
+        "policy": binding.policy_name,
+        "binding": binding.name,
+        "expressionIndex": decision.index,
+        "validationActions": binding.validation_actions,
+    }]);
+    go_json_escape(&value.to_string())
+}
+
+/// `json.Marshal` escapes `<`, `>` and `&` (and U+2028, U+2029) inside strings; serde_json
+/// does not. They only occur inside strings, so a plain replacement is exact.
+fn go_json_escape(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 /// Under `failurePolicy: Fail`, a configuration error is a denial (upstream `addConfigError`).
