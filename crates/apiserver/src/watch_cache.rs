@@ -93,7 +93,7 @@ pub struct WatchRequest {
 pub const DEFAULT_HISTORY_CAPACITY: u32 = 100_000;
 /// How many bytes of stored objects the history keeps by default, in mebibytes
 /// (`--watch-cache-max-mb`).
-pub const DEFAULT_HISTORY_MEGABYTES: u32 = 64;
+pub const DEFAULT_HISTORY_MEGABYTES: u32 = 16;
 
 #[derive(Clone, Debug)]
 pub struct WatchCacheOptions {
@@ -758,6 +758,15 @@ mod tests {
     }
 
     impl Interruptible {
+        /// A real store in `dir`, with nothing to interrupt yet.
+        fn open(dir: &std::path::Path) -> Arc<Interruptible> {
+            let inner = RedbStore::open(dir, RedbStoreOptions::default()).expect("open");
+            Arc::new(Interruptible {
+                inner,
+                endings: Mutex::new(Vec::new()),
+            })
+        }
+
         fn end_watches_with(&self, error: impl Fn() -> StoreError) {
             for ending in self.endings.lock().expect("endings").drain(..) {
                 let _ = ending.send(error());
@@ -840,11 +849,7 @@ mod tests {
     #[tokio::test]
     async fn a_cache_behind_the_compaction_resynchronises_and_subscribers_relist() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let inner = RedbStore::open(dir.path(), RedbStoreOptions::default()).expect("open");
-        let store = Arc::new(Interruptible {
-            inner,
-            endings: Mutex::new(Vec::new()),
-        });
+        let store = Interruptible::open(dir.path());
         let shutdown = CancellationToken::new();
         let cache = WatchCache::start(
             Arc::clone(&store) as Arc<dyn Store>,
@@ -892,11 +897,7 @@ mod tests {
     #[tokio::test]
     async fn the_history_is_bounded_by_the_bytes_it_holds() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let inner = RedbStore::open(dir.path(), RedbStoreOptions::default()).expect("open");
-        let store = Arc::new(Interruptible {
-            inner,
-            endings: Mutex::new(Vec::new()),
-        });
+        let store = Interruptible::open(dir.path());
         // Every value below has the same length: names of one digit.
         let one_value = json!({"metadata": {"name": "0", "namespace": "default"}})
             .to_string()

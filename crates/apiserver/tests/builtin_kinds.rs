@@ -15,7 +15,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::raw::Http;
+use common::raw::{Http, item_names};
 use common::{TestServer, WAIT, kubectl, within};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::Api;
@@ -38,13 +38,10 @@ async fn component_statuses_report_the_servers_own_health() {
     assert_eq!(reply.warnings, [DEPRECATION]);
     let list = reply.expect(200);
     assert_eq!(list["kind"], "ComponentStatusList");
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|item| item["metadata"]["name"].as_str().unwrap_or_default())
-        .collect();
-    assert_eq!(names, ["scheduler", "controller-manager", "store"]);
+    assert_eq!(
+        item_names(&list),
+        ["scheduler", "controller-manager", "store"]
+    );
     for item in list["items"].as_array().expect("items") {
         assert_eq!(
             item["conditions"],
@@ -55,39 +52,26 @@ async fn component_statuses_report_the_servers_own_health() {
 
     // Selectors filter the list as upstream's: by name, and labels (which the objects have
     // none of) match only selectors that require none; other field labels are refused.
-    let listed = |list: Value| -> Vec<String> {
-        list["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .map(|item| {
-                item["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .collect()
-    };
     let by_name = http
         .get("/api/v1/componentstatuses?fieldSelector=metadata.name%3Dstore")
         .await
         .expect(200);
-    assert_eq!(listed(by_name), ["store"]);
+    assert_eq!(item_names(&by_name), ["store"]);
     let not_scheduler = http
         .get("/api/v1/componentstatuses?fieldSelector=metadata.name!%3Dscheduler")
         .await
         .expect(200);
-    assert_eq!(listed(not_scheduler), ["controller-manager", "store"]);
+    assert_eq!(item_names(&not_scheduler), ["controller-manager", "store"]);
     let labelled = http
         .get("/api/v1/componentstatuses?labelSelector=tier%3Dcontrol-plane")
         .await
         .expect(200);
-    assert!(listed(labelled).is_empty());
+    assert!(item_names(&labelled).is_empty());
     let unlabelled = http
         .get("/api/v1/componentstatuses?labelSelector=!tier")
         .await
         .expect(200);
-    assert_eq!(listed(unlabelled).len(), 3);
+    assert_eq!(item_names(&unlabelled).len(), 3);
     let refused = http
         .get("/api/v1/componentstatuses?fieldSelector=status.phase%3DHealthy")
         .await

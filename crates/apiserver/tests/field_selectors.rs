@@ -5,19 +5,12 @@
 mod common;
 
 use common::TestServer;
-use common::raw::Http;
+use common::raw::{Http, item_names};
 use serde_json::{Value, json};
 
+/// The names of a list's items, sorted.
 fn names(list: &Value) -> Vec<String> {
-    let mut names: Vec<String> = list["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names = item_names(list);
     names.sort();
     names
 }

@@ -112,6 +112,12 @@ struct Cli {
         default_values_t = [0, 10_000, 100_000, 300_000]
     )]
     memory_sizes: Vec<u64>,
+    /// Watchers of each target (watch-fanout).
+    #[arg(long, global = true, value_name = "N", default_value_t = 1_000)]
+    watchers: u64,
+    /// Writes per second during --seconds (watch-fanout).
+    #[arg(long, global = true, value_name = "N", default_value_t = 200)]
+    watch_rate: u64,
     /// Where the audited server of rbac-create writes its audit log (default: beside its
     /// store, on the same filesystem); a directory on another filesystem, e.g. /dev/shm,
     /// separates the log's disk writes from the store's.
@@ -143,6 +149,9 @@ enum Scenario {
     /// Resident memory holding 0, 10 000, 100 000 and 300 000 ConfigMaps of 1 KiB, against
     /// etcd holding the same keys.
     Memory,
+    /// Delivery latency to 1 000 watchers (of the type, of one namespace) with 200 writes/s,
+    /// and the server's CPU, against etcd watches of the same keys.
+    WatchFanout,
     /// DELETE of a namespace holding 0, 1 000, 10 000 ConfigMaps, or 1 000 custom resources,
     /// until it is gone, against etcd deletes of as many keys with 64 writers.
     NamespaceTeardown,
@@ -177,7 +186,7 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 16] = [
+    const ALL: [Scenario; 17] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::RbacCreate,
@@ -185,6 +194,7 @@ impl Scenario {
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::Memory,
+        Scenario::WatchFanout,
         Scenario::DeletionInsight,
         Scenario::CloudGc,
         Scenario::HighAvailability,
@@ -205,6 +215,7 @@ impl Scenario {
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
             Scenario::Memory => "memory",
+            Scenario::WatchFanout => "watch-fanout",
             Scenario::NamespaceTeardown => "namespace-teardown",
             Scenario::FinalizerRemoval => "finalizer-removal",
             Scenario::GarbageCollection => "garbage-collection",
@@ -227,6 +238,7 @@ impl Scenario {
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
             Scenario::Memory => scenarios::memory::run(settings, report).await,
+            Scenario::WatchFanout => scenarios::watch_fanout::run(settings, report).await,
             Scenario::NamespaceTeardown => {
                 scenarios::namespace_teardown::run(settings, report).await
             }
@@ -288,8 +300,13 @@ async fn main() -> anyhow::Result<()> {
         plan_dependents: cli.plan_dependents,
         pods: cli.pods,
         memory_sizes: cli.memory_sizes.clone(),
+        watchers: cli.watchers,
+        watch_rate: cli.watch_rate,
         audit_log_dir: cli.audit_log_dir.clone(),
     };
+    if !(1..=10_000).contains(&settings.watchers) || !(1..=10_000).contains(&settings.watch_rate) {
+        bail!("--watchers and --watch-rate must be between 1 and 10000");
+    }
     if settings.memory_sizes.iter().any(|&n| n > MAX_OBJECTS) {
         bail!("--memory-sizes must each be at most {MAX_OBJECTS}");
     }

@@ -24,6 +24,8 @@ pub enum Unit {
     Megabytes,
     /// Decimal kilobytes, for memory per object.
     Kilobytes,
+    /// CPU time per wall-clock time: 1.0 is one core busy.
+    Cores,
     /// A count of operations (API calls).
     Count,
 }
@@ -334,6 +336,7 @@ fn format_value(value: Option<f64>, unit: Unit) -> String {
         (Some(v), Unit::Micros) => format!("{v:.1}"),
         (Some(v), Unit::Megabytes) => format!("{v:.1}"),
         (Some(v), Unit::Kilobytes) => format!("{v:.2}"),
+        (Some(v), Unit::Cores) => format!("{v:.2}"),
         (Some(v), Unit::Count) => format!("{v:.0}"),
     }
 }
@@ -354,6 +357,7 @@ fn format_goal(goal: Option<Goal>, unit: Unit) -> String {
                 Unit::Micros => " µs",
                 Unit::Megabytes => " MB",
                 Unit::Kilobytes => " KB",
+                Unit::Cores => " cores",
                 Unit::Count => "",
             };
             format!("<={max}{unit}")

@@ -214,3 +214,42 @@ fn a_full_disk_refuses_writes_with_a_clear_status_keeps_reads_and_recovers_once_
     drop(server);
     drop(tmpfs);
 }
+
+/// The memory and start-up flags of the embedded store and the watch cache: a server with a
+/// small page cache, no integrity check at open and a 1 MiB watch history serves writes and
+/// reads; values out of range are refused before anything starts, naming the flag.
+#[test]
+fn storage_and_watch_cache_flags_are_accepted_and_checked() {
+    let flags = [
+        "--storage-cache-mb",
+        "8",
+        "--storage-check-integrity=false",
+        "--watch-cache-max-mb",
+        "1",
+    ];
+    let env = Env::start_with(&flags);
+    env.ok(&["create", "configmap", "flags", "--from-literal=k=v"]);
+    let value = env.ok(&["get", "configmap", "flags", "-o", "jsonpath={.data.k}"]);
+    assert_eq!(value, "v");
+
+    for (flag, value) in [
+        ("--storage-cache-mb", "0"),
+        ("--watch-cache-max-mb", "0"),
+        ("--storage-check-integrity", "maybe"),
+    ] {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let output = std::process::Command::new(binary())
+            .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args([flag, value])
+            .output()
+            .expect("run finale server");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flag} {value} was accepted");
+        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+        assert!(
+            !dir.path().join("store").exists(),
+            "{flag} {value}: nothing is created before the flags are checked"
+        );
+    }
+}

@@ -21,6 +21,16 @@ pub fn uid(object: &Value) -> String {
         .to_string()
 }
 
+/// The names of a list's items, in the list's order.
+pub fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// An object's `metadata.resourceVersion` as a number.
 pub fn rv(object: &Value) -> i64 {
     object["metadata"]["resourceVersion"]

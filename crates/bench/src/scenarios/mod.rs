@@ -22,6 +22,7 @@ pub mod operators;
 pub mod pods;
 pub mod rbac_create;
 pub mod store;
+pub mod watch_fanout;
 pub mod webhook_create;
 
 /// How much to measure, from the command line.
@@ -63,6 +64,9 @@ pub struct Settings {
     pub plan_dependents: u64,
     /// Pods per batch in `pods`.
     pub pods: u64,
+    /// Watchers, and writes per second, of `watch-fanout`.
+    pub watchers: u64,
+    pub watch_rate: u64,
     /// The sizes `memory` grows both sides through, ascending.
     pub memory_sizes: Vec<u64>,
     /// Where `rbac-create`'s audited server writes its log; None: beside its store.
