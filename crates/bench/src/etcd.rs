@@ -131,6 +131,19 @@ impl EtcdPorts {
 }
 
 impl EtcdProcess {
+    /// Spawns a single-member etcd on `data_dir` with free loopback ports and waits (up to
+    /// 30 s) until it answers: what every scenario with an etcd baseline starts with.
+    pub async fn start(data_dir: &Path) -> anyhow::Result<EtcdProcess> {
+        let mut etcd = EtcdProcess::spawn(data_dir, EtcdPorts::pick()?)?;
+        etcd.wait_until_serving(
+            Instant::now(),
+            Duration::from_millis(10),
+            Duration::from_secs(30),
+        )
+        .await?;
+        Ok(etcd)
+    }
+
     /// Spawns etcd on `data_dir` (created by etcd if missing) without waiting for it.
     pub fn spawn(data_dir: &Path, ports: EtcdPorts) -> anyhow::Result<EtcdProcess> {
         let endpoint = format!("http://127.0.0.1:{}", ports.client);
@@ -267,13 +280,7 @@ mod tests {
     async fn baseline_workers_write_and_delete_exactly_their_keys() -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(60), async {
             let dir = tempfile::tempdir()?;
-            let mut etcd = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
-            etcd.wait_until_serving(
-                Instant::now(),
-                Duration::from_millis(10),
-                Duration::from_secs(20),
-            )
-            .await?;
+            let etcd = EtcdProcess::start(&dir.path().join("etcd")).await?;
             let client = connect(&etcd.endpoint).await?;
 
             let mut putter = EtcdPutter {

@@ -48,9 +48,10 @@ pub fn check(
     let Some(stored) = stored else {
         return Ok(());
     };
-    let (verb, action) = match subresource {
-        Subresource::Approval => ("approve", "approve"),
-        Subresource::Status if certificate(stored) != certificate(object) => ("sign", "sign"),
+    // Upstream's message names the verb itself ("not permitted to approve requests …").
+    let verb = match subresource {
+        Subresource::Approval => "approve",
+        Subresource::Status if certificate(stored) != certificate(object) => "sign",
         _ => return Ok(()),
     };
     let signer = certificates::signer_name(stored);
@@ -63,7 +64,7 @@ pub fn check(
             resource: certificates::PLURAL,
             name: crate::object::name(stored),
         },
-        &format!("user not permitted to {action} requests with signerName {signer:?}"),
+        &format!("user not permitted to {verb} requests with signerName {signer:?}"),
     ))
 }
 

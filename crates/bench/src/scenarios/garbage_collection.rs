@@ -37,7 +37,7 @@ use anyhow::{Context, bail};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::etcd::{self, EtcdAction, EtcdPorts, EtcdProcess};
+use crate::etcd::{self, EtcdAction, EtcdProcess};
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::report::{Figure, Goal, Report, Unit};
 use crate::scenarios::namespace_teardown::{etcd_batch, limit_for};
@@ -65,8 +65,6 @@ const WATCH_START: Duration = Duration::from_secs(10);
 /// Polling step of the count fallback when the watch of figure 1 ends early; a list of
 /// thousands of objects is not free, so not too often.
 const COUNT_POLL: Duration = Duration::from_millis(50);
-/// How long etcd may take to serve its first request.
-const ETCD_START: Duration = Duration::from_secs(30);
 
 /// The foreground tree: one root, `middles` owned by it, `leaves` owned by the middles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -625,9 +623,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
     let mut server = start_server(&binary, &dir.path().join("finale")).await?;
     // The harness's own etcd process rather than the e2e fixture: its pid gives the CPU
     // baseline.
-    let mut etcd = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
-    etcd.wait_until_serving(Instant::now(), Duration::from_millis(10), ETCD_START)
-        .await?;
+    let etcd = EtcdProcess::start(&dir.path().join("etcd")).await?;
     let etcd_pid = etcd.pid().context("etcd has exited")?;
     let etcd_client = etcd::connect(&etcd.endpoint).await?;
 

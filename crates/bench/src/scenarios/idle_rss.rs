@@ -6,13 +6,13 @@
 //! idle for two seconds, then reads `VmRSS` (resident now) and `VmHWM` (peak resident) from
 //! `/proc/PID/status`. Both idle at the same time, so the run costs one idle period.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use finale_etcd_rpc::etcdserverpb::{PutRequest, RangeRequest};
 use finale_etcd_rpc::prefix_range_end;
 
-use crate::etcd::{self, EtcdPorts, EtcdProcess};
+use crate::etcd::{self, EtcdProcess};
 use crate::finale::{Memory, client_for, locate_binary, memory_of, start_server};
 use crate::report::{Figure, Goal, Report, Unit};
 use crate::scenarios::{Settings, payload};
@@ -96,13 +96,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         // of kubectl commands.
         drop(client);
 
-        let mut etcd = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
-        etcd.wait_until_serving(
-            Instant::now(),
-            Duration::from_millis(10),
-            Duration::from_secs(30),
-        )
-        .await?;
+        let etcd = EtcdProcess::start(&dir.path().join("etcd")).await?;
         exercise_etcd(&etcd.endpoint).await?;
 
         tokio::time::sleep(IDLE).await;

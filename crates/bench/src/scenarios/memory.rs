@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::etcd::{self, EtcdAction, EtcdPorts, EtcdProcess};
+use crate::etcd::{self, EtcdAction, EtcdProcess};
 use crate::finale::{Memory, client_for, locate_binary, memory_of, start_server};
 use crate::report::{Figure, Goal, Report, Unit};
 use crate::scenarios::namespace_teardown::{etcd_batch, limit_for};
@@ -82,14 +82,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
         let clients: Vec<reqwest::Client> = (0..CLIENTS)
             .map(|_| client_for(&server))
             .collect::<anyhow::Result<_>>()?;
-        let mut etcd_process = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
-        etcd_process
-            .wait_until_serving(
-                Instant::now(),
-                Duration::from_millis(10),
-                Duration::from_secs(30),
-            )
-            .await?;
+        let etcd_process = EtcdProcess::start(&dir.path().join("etcd")).await?;
         let etcd_client = etcd::connect(&etcd_process.endpoint).await?;
         let server_pid = server.pid().context("the server has exited")?;
         let etcd_pid = etcd_process.pid().context("etcd has exited")?;

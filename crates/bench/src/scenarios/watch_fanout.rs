@@ -28,7 +28,7 @@ use reqwest::header::CONTENT_TYPE;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::etcd::{self, EtcdPorts, EtcdProcess};
+use crate::etcd::{self, EtcdProcess};
 use crate::finale::{client_for, cpu_seconds, locate_binary, start_server};
 use crate::report::{Figure, Goal, Report, Unit};
 use crate::scenarios::objects::{self, send_expect};
@@ -498,14 +498,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
     let binary = locate_binary(settings.finale_bin.as_deref())?;
     let dir = tempfile::tempdir().context("create a temporary directory")?;
     let server = start_server(&binary, &dir.path().join("finale")).await?;
-    let mut etcd_process = EtcdProcess::spawn(&dir.path().join("etcd"), EtcdPorts::pick()?)?;
-    etcd_process
-        .wait_until_serving(
-            Instant::now(),
-            Duration::from_millis(10),
-            Duration::from_secs(30),
-        )
-        .await?;
+    let etcd_process = EtcdProcess::start(&dir.path().join("etcd")).await?;
     let mut figures: Vec<TargetFigures> = [Target::Type, Target::Namespace]
         .into_iter()
         .map(|target| TargetFigures::new(settings, target))
