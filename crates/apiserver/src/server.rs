@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::authn::{Authenticator, ClientCertAuthenticator};
+use crate::controllers::certificates::{self, CONTROLLER_MANAGER_USER};
 use crate::controllers::namespace::{self, NamespaceControllerOptions};
 use crate::http::health::{Controllers, Health};
 use crate::http::limits::InflightLimits;
@@ -441,6 +442,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         let namespace_options = config.namespace_controller.clone();
         let node_lifecycle = config.node_lifecycle.clone();
         let pki = Arc::clone(&pki);
+        let authorizer = Arc::clone(&authorizer);
         Box::new(move |term: CancellationToken| {
             let mut tasks = vec![
                 (
@@ -485,13 +487,26 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
                     term.clone(),
                 ),
             ));
+            let controller_manager = Arc::new(registry.acting_as(CONTROLLER_MANAGER_USER));
             tasks.push((
-                "csr-signer",
-                crate::controllers::csr_signer::spawn(
-                    Arc::new(registry.acting_as(crate::controllers::csr_signer::CSR_SIGNER_USER)),
+                "csr-signing",
+                certificates::signing::spawn(
+                    Arc::clone(&controller_manager),
                     Arc::clone(&pki),
                     term.clone(),
                 ),
+            ));
+            tasks.push((
+                "csr-approving",
+                certificates::approving::spawn(
+                    Arc::clone(&controller_manager),
+                    Arc::clone(&authorizer),
+                    term.clone(),
+                ),
+            ));
+            tasks.push((
+                "csr-cleaner",
+                certificates::cleaner::spawn(controller_manager, term.clone()),
             ));
             tasks.push((
                 "node-lifecycle",

@@ -15,6 +15,11 @@
 //! [`ChangeReceiver`] answers `Lagged`, so in-process controllers re-list, as they do when
 //! they fall behind. kube-apiserver's cacher does the same when its reflector re-lists.
 //!
+//! Each event is encoded once for all the watchers that send it unchanged, as kube-apiserver's
+//! `cachingObject` does: the first watcher's task writes the JSON line, the others share its
+//! bytes while any of them still holds it (see [`CachedEvent::line`]). With a thousand
+//! watchers, encoding per watcher would cost a thousand serialisations of every object.
+//!
 //! Each API watcher has a bounded buffer ([`WATCHER_BUFFER`] items). A watcher whose client
 //! stops reading fills it; once a live event has waited
 //! [`WatchCacheOptions::unresponsive_watcher_timeout`] for room, the watch is closed and
@@ -24,8 +29,10 @@
 //! socket buffers, never a growing queue.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use finale_store::{EventKind, Revision, Store, StoreError, WatchEvent, prefix_range};
 use futures::StreamExt;
@@ -54,6 +61,81 @@ pub struct CachedEvent {
     /// The bytes of the stored values it was decoded from (object and previous object): what
     /// the history's byte bound counts.
     pub stored_bytes: usize,
+    /// The watch lines encoded for this event, by event type, while some watcher still holds
+    /// them. Weak, so that an event kept in the history does not also keep its encodings:
+    /// memory stays bounded by what is in flight to clients.
+    lines: Mutex<[Weak<Vec<u8>>; 3]>,
+}
+
+impl CachedEvent {
+    pub fn new(
+        revision: Revision,
+        key: String,
+        object: Option<Arc<Value>>,
+        previous: Option<Arc<Value>>,
+        stored_bytes: usize,
+    ) -> Self {
+        CachedEvent {
+            revision,
+            key,
+            object,
+            previous,
+            stored_bytes,
+            lines: Mutex::default(),
+        }
+    }
+
+    /// The JSON watch line of this event sent as `event_type` with `object`, encoded by the
+    /// first watcher that asks and shared with every other watcher that asks while one of
+    /// them still holds it. Callers guarantee that every watcher asking for one event type
+    /// sends the same object (see [`EventFilter::shares_lines`]).
+    fn line(&self, event_type: &'static str, object: &Value) -> Bytes {
+        let Some(slot) = ["ADDED", "MODIFIED", "DELETED"]
+            .iter()
+            .position(|known| *known == event_type)
+        else {
+            return event_line(event_type, object);
+        };
+        // A poisoned lock only means another watcher panicked while encoding: the slots are
+        // still valid weak references.
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = lines[slot].upgrade() {
+            return Bytes::from_owner(SharedLine(shared));
+        }
+        let encoded = Arc::new(encode_line(event_type, object));
+        lines[slot] = Arc::downgrade(&encoded);
+        Bytes::from_owner(SharedLine(encoded))
+    }
+}
+
+/// An encoded watch line owned jointly by the watchers sending it.
+struct SharedLine(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedLine {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// One watch event as the wire carries it: `{"type":…,"object":…}` in compact JSON, then a
+/// newline (kube-rs splits the stream on newlines; api-surface §4.2).
+pub fn event_line(event_type: &str, object: &Value) -> Bytes {
+    Bytes::from(encode_line(event_type, object))
+}
+
+fn encode_line(event_type: &str, object: &Value) -> Vec<u8> {
+    /// Serialised in place: building a `Value` around the object would copy it.
+    #[derive(serde::Serialize)]
+    struct Event<'a> {
+        #[serde(rename = "type")]
+        event_type: &'a str,
+        object: &'a Value,
+    }
+    let mut bytes = Vec::with_capacity(128);
+    // Writing a `Value` into a `Vec` cannot fail: its map keys are strings.
+    let _ = serde_json::to_writer(&mut bytes, &Event { event_type, object });
+    bytes.push(b'\n');
+    bytes
 }
 
 /// What an API watcher receives.
@@ -63,6 +145,10 @@ pub enum WatchItem {
     Change {
         event_type: &'static str,
         object: Arc<Value>,
+        /// The event's JSON line ([`event_line`] of the two above), already encoded and shared
+        /// with the other watchers, for a watch that asked for it
+        /// ([`WatchRequest::json_lines`]) and sends the cache's object unchanged.
+        line: Option<Bytes>,
     },
     /// A BOOKMARK at this revision; `initial_events_end` marks the end of a streaming list.
     Bookmark {
@@ -87,6 +173,9 @@ pub struct WatchRequest {
     pub initial_objects: Option<Vec<Value>>,
     /// Send the `k8s.io/initial-events-end` bookmark after the initial objects.
     pub send_initial_events_end: bool,
+    /// The client reads plain JSON events: hand over each change's encoded line, shared among
+    /// watchers, with it.
+    pub json_lines: bool,
 }
 
 /// How many recent events the cache keeps by default (`--default-watch-cache-size`).
@@ -227,13 +316,13 @@ fn decode_event(event: &WatchEvent) -> CachedEvent {
         EventKind::Put => event.kv.value.len(),
         EventKind::Delete => 0,
     } + event.prev_kv.as_ref().map_or(0, |prev| prev.value.len());
-    CachedEvent {
+    CachedEvent::new(
         revision,
-        key: String::from_utf8_lossy(&event.kv.key).into_owned(),
+        String::from_utf8_lossy(&event.kv.key).into_owned(),
         object,
         previous,
         stored_bytes,
-    }
+    )
 }
 
 impl WatchCache {
@@ -459,6 +548,7 @@ impl WatchCache {
                     .send(WatchItem::Change {
                         event_type: "ADDED",
                         object: Arc::new(object),
+                        line: None,
                     })
                     .await
                     .is_err()
@@ -643,6 +733,8 @@ struct EventFilter {
     /// Set for a resource served as a view of stored objects in another form (see
     /// [`crate::resources::StorageView`]): events are converted before they are matched.
     from_storage: Option<fn(Value) -> Value>,
+    /// The client reads plain JSON events ([`WatchRequest::json_lines`]).
+    json_lines: bool,
 }
 
 impl EventFilter {
@@ -664,10 +756,30 @@ impl EventFilter {
                 })
                 .map(|_| request.resource.api_version()),
             from_storage: request.resource.view.map(|view| view.from_storage),
+            json_lines: request.json_lines,
         }
     }
 
-    fn change(&self, event_type: &'static str, object: Arc<Value>) -> WatchItem {
+    /// Whether this watcher sends the cache's objects unchanged, so that its lines are the
+    /// same bytes as every other such watcher's and can be shared.
+    fn shares_lines(&self) -> bool {
+        self.json_lines && self.served_api_version.is_none() && self.from_storage.is_none()
+    }
+
+    fn change(
+        &self,
+        event: &CachedEvent,
+        event_type: &'static str,
+        object: Arc<Value>,
+    ) -> WatchItem {
+        if self.shares_lines() {
+            let line = Some(event.line(event_type, &object));
+            return WatchItem::Change {
+                event_type,
+                object,
+                line,
+            };
+        }
         let object = match &self.served_api_version {
             Some(api_version) => {
                 let mut copy = (*object).clone();
@@ -678,7 +790,11 @@ impl EventFilter {
             }
             None => object,
         };
-        WatchItem::Change { event_type, object }
+        WatchItem::Change {
+            event_type,
+            object,
+            line: None,
+        }
     }
 
     fn matches(&self, object: &Value) -> bool {
@@ -697,13 +813,13 @@ impl EventFilter {
                         .as_ref()
                         .map(|object| Arc::new(convert((**object).clone())))
                 };
-                viewed = CachedEvent {
-                    revision: event.revision,
-                    key: event.key.clone(),
-                    object: view(&event.object),
-                    previous: view(&event.previous),
-                    stored_bytes: event.stored_bytes,
-                };
+                viewed = CachedEvent::new(
+                    event.revision,
+                    event.key.clone(),
+                    view(&event.object),
+                    view(&event.previous),
+                    event.stored_bytes,
+                );
                 &viewed
             }
             None => event,
@@ -713,12 +829,12 @@ impl EventFilter {
             Some(object) => {
                 let now = self.matches(object);
                 match (was.is_some(), now) {
-                    (false, true) => Some(self.change("ADDED", Arc::clone(object))),
-                    (true, true) => Some(self.change("MODIFIED", Arc::clone(object))),
+                    (false, true) => Some(self.change(event, "ADDED", Arc::clone(object))),
+                    (true, true) => Some(self.change(event, "MODIFIED", Arc::clone(object))),
                     (true, false) => {
                         let mut gone = (**was?).clone();
                         set_resource_version(&mut gone, event.revision);
-                        Some(self.change("DELETED", Arc::new(gone)))
+                        Some(self.change(event, "DELETED", Arc::new(gone)))
                     }
                     (false, false) => None,
                 }
@@ -727,7 +843,7 @@ impl EventFilter {
                 // W-rules: DELETED carries the last stored state at the deletion's revision.
                 let mut last = (**was?).clone();
                 set_resource_version(&mut last, event.revision);
-                Some(self.change("DELETED", Arc::new(last)))
+                Some(self.change(event, "DELETED", Arc::new(last)))
             }
         }
     }
@@ -820,9 +936,35 @@ mod tests {
         }
     }
 
+    /// A cache following `store`, and the token that stops it.
+    async fn start_cache(
+        store: &Arc<Interruptible>,
+        options: WatchCacheOptions,
+    ) -> (Arc<WatchCache>, CancellationToken) {
+        let shutdown = CancellationToken::new();
+        let cache = WatchCache::start(
+            Arc::clone(store) as Arc<dyn Store>,
+            options,
+            shutdown.clone(),
+        )
+        .await
+        .expect("start the cache");
+        (cache, shutdown)
+    }
+
     async fn put(store: &Interruptible, name: &str) -> Revision {
-        let key = format!("/registry/configmaps/default/{name}").into_bytes();
-        let value = json!({"metadata": {"name": name, "namespace": "default"}}).to_string();
+        put_object(
+            store,
+            format!("/registry/configmaps/default/{name}"),
+            json!({"metadata": {"name": name, "namespace": "default"}}),
+        )
+        .await
+    }
+
+    /// Stores `object` under `key`.
+    async fn put_object(store: &Interruptible, key: String, object: Value) -> Revision {
+        let key = key.into_bytes();
+        let value = object.to_string();
         match store
             .write(
                 WriteOp::Put {
@@ -850,14 +992,7 @@ mod tests {
     async fn a_cache_behind_the_compaction_resynchronises_and_subscribers_relist() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Interruptible::open(dir.path());
-        let shutdown = CancellationToken::new();
-        let cache = WatchCache::start(
-            Arc::clone(&store) as Arc<dyn Store>,
-            WatchCacheOptions::default(),
-            shutdown.clone(),
-        )
-        .await
-        .expect("start the cache");
+        let (cache, shutdown) = start_cache(&store, WatchCacheOptions::default()).await;
         let mut changes = cache.subscribe_changes();
         let first = put(&store, "before").await;
         let seen = next_change(&mut changes).await.expect("the first change");
@@ -902,17 +1037,11 @@ mod tests {
         let one_value = json!({"metadata": {"name": "0", "namespace": "default"}})
             .to_string()
             .len();
-        let shutdown = CancellationToken::new();
-        let cache = WatchCache::start(
-            Arc::clone(&store) as Arc<dyn Store>,
-            WatchCacheOptions {
-                history_max_bytes: 3 * one_value,
-                ..WatchCacheOptions::default()
-            },
-            shutdown.clone(),
-        )
-        .await
-        .expect("start the cache");
+        let options = WatchCacheOptions {
+            history_max_bytes: 3 * one_value,
+            ..WatchCacheOptions::default()
+        };
+        let (cache, shutdown) = start_cache(&store, options).await;
         let mut changes = cache.subscribe_changes();
         let mut revisions = Vec::new();
         for name in ["1", "2", "3", "4", "5"] {
@@ -925,6 +1054,101 @@ mod tests {
         assert_eq!(history.bytes, 3 * one_value);
         assert_eq!(history.covered_after, revisions[1]);
         drop(history);
+        shutdown.cancel();
+    }
+
+    /// The next change a watch delivers, within 10 s.
+    async fn next_item(
+        stream: &mut super::WatchStream,
+    ) -> (&'static str, Arc<Value>, Option<Bytes>) {
+        match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+            Ok(Some(WatchItem::Change {
+                event_type,
+                object,
+                line,
+            })) => (event_type, object, line),
+            other => panic!("expected a change, got {other:?}"),
+        }
+    }
+
+    /// Watchers that send the cache's objects unchanged share one encoded line per event and
+    /// type, byte for byte what encoding it themselves would give; a watcher whose selector
+    /// turns the change into DELETED gets that line; the shared bytes are not kept once no
+    /// watcher holds them; an in-process watch gets no line.
+    #[tokio::test]
+    async fn watchers_share_each_events_encoded_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Interruptible::open(dir.path());
+        let (cache, shutdown) = start_cache(&store, WatchCacheOptions::default()).await;
+        let configmaps = Arc::new(ResourceType::builtin(
+            "",
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            true,
+        ));
+        let open = |labels: Option<&str>, json_lines: bool| {
+            cache.watch(WatchRequest {
+                resource: Arc::clone(&configmaps),
+                namespace: Some("default".into()),
+                labels: labels.map(|l| LabelSelector::parse(l).expect("selector")),
+                fields: None,
+                after_revision: cache.head(),
+                initial_objects: None,
+                send_initial_events_end: false,
+                json_lines,
+            })
+        };
+        let (mut first, mut second) = (open(None, true), open(None, true));
+        let mut selective = open(Some("tier=web"), true);
+        let mut in_process = open(None, false);
+
+        let created = json!({"metadata": {"name": "a", "namespace": "default",
+            "labels": {"tier": "web"}}, "data": {"k": "v"}});
+        let key = configmaps.object_key(Some("default"), "a");
+        let revision = put_object(&store, key.clone(), created.clone()).await;
+        let (kind, object, one) = next_item(&mut first).await;
+        let (_, _, other) = next_item(&mut second).await;
+        let (one, other) = (one.expect("a line"), other.expect("a line"));
+        assert_eq!(kind, "ADDED");
+        assert_eq!(one.as_ptr(), other.as_ptr(), "one encoding, shared");
+        assert_eq!(one, event_line("ADDED", &object));
+        let sent: Value = serde_json::from_slice(&one).expect("the line is JSON");
+        assert_eq!(sent["type"], "ADDED");
+        assert_eq!(sent["object"]["data"], created["data"]);
+        assert_eq!(
+            sent["object"]["metadata"]["resourceVersion"],
+            revision.to_string()
+        );
+        assert!(one.ends_with(b"\n") && !one[..one.len() - 1].contains(&b'\n'));
+        let (_, _, line) = next_item(&mut selective).await;
+        assert_eq!(line.expect("a line").as_ptr(), one.as_ptr());
+        let (_, _, none) = next_item(&mut in_process).await;
+        assert!(none.is_none(), "an in-process watch gets objects only");
+
+        // No watcher holds the ADDED line any more: the event keeps no copy of it.
+        drop((one, other));
+        let event = cache.lock_history().events.back().cloned().expect("event");
+        assert!(event.lines.lock().expect("lines")[0].upgrade().is_none());
+
+        // The label goes: MODIFIED for the plain watchers, DELETED (the last matching state at
+        // the new revision) for the selective one.
+        let relabelled = json!({"metadata": {"name": "a", "namespace": "default",
+            "labels": {"tier": "db"}}, "data": {"k": "v"}});
+        let changed = put_object(&store, key, relabelled).await;
+        let (kind, _, line) = next_item(&mut first).await;
+        assert_eq!(kind, "MODIFIED");
+        drop(line);
+        let (kind, object, line) = next_item(&mut selective).await;
+        assert_eq!(kind, "DELETED");
+        let line = line.expect("a line");
+        assert_eq!(line, event_line("DELETED", &object));
+        let sent: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(sent["object"]["metadata"]["labels"]["tier"], "web");
+        assert_eq!(
+            sent["object"]["metadata"]["resourceVersion"],
+            changed.to_string()
+        );
         shutdown.cancel();
     }
 }

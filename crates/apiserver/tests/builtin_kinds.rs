@@ -905,6 +905,221 @@ async fn the_kubelet_signers_issue_node_certificates() {
     server.shutdown().await;
 }
 
+/// Binds the ClusterRole `role` to the group `group`.
+async fn bind_group(http: &Http, role: &str, group: &str) {
+    http.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{role}-{group}").replace(':', "-")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
+    )
+    .await
+    .expect(201);
+}
+
+/// Creates a kubelet client-certificate request for `node` with kubectl, impersonating
+/// `user` in `group` (the request records them as its requester).
+async fn request_as(server: &TestServer, name: &str, node: &str, user: &str, group: &str) {
+    let (request, _) = node_request(node, &[]);
+    let mut body = csr_body(
+        name,
+        &request,
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        None,
+    );
+    body["status"] = json!({});
+    let file = server.dir.path().join(format!("{name}.json"));
+    std::fs::write(&file, body.to_string()).expect("write the request");
+    let file = file.to_string_lossy().to_string();
+    kubectl_once_granted(
+        server,
+        &["create", "-f", &file, "--as", user, "--as-group", group],
+    )
+    .await;
+}
+
+/// The request `name` once it carries a condition of type `kind`, within 30 s.
+async fn with_condition(http: &Http, name: &str, kind: &str) -> Value {
+    within(Duration::from_secs(30), async {
+        loop {
+            let current = http.get(&format!("{CSRS}/{name}")).await.expect(200);
+            if conditions(&current).iter().any(|c| c == kind) {
+                return current;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// kube-controller-manager's `csrapproving`: a kubelet's client-certificate request is
+/// approved when its requester may create `certificatesigningrequests/nodeclient` (or
+/// `/selfnodeclient` for its own node), with upstream's reason and message, and then
+/// issued; one made before the permission was granted is approved once it is.
+#[tokio::test]
+async fn kubelet_client_requests_are_approved_for_requesters_allowed_to() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    // Bootstrap tokens may ask for certificates (kubeadm's binding), not yet be approved.
+    bind_group(&http, "system:node-bootstrapper", "system:bootstrappers").await;
+    request_as(
+        &server,
+        "early",
+        "n1",
+        "system:bootstrap:abc",
+        "system:bootstrappers",
+    )
+    .await;
+    // Sentinel: the approver handles requests in order; once the administrator's request,
+    // created after `early`, is approved, `early` has been looked at too.
+    let (sentinel, _) = node_request("sentinel", &[]);
+    let mut body = csr_body(
+        "sentinel",
+        &sentinel,
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        None,
+    );
+    body["status"] = json!({});
+    http.post(CSRS, &body).await.expect(201);
+    let approved = with_condition(&http, "sentinel", "Approved").await;
+    assert_eq!(
+        approved["status"]["conditions"][0]["message"],
+        "Auto approving kubelet client certificate after SubjectAccessReview."
+    );
+    let early = http.get(&format!("{CSRS}/early")).await.expect(200);
+    assert_eq!(early["spec"]["username"], "system:bootstrap:abc");
+    assert!(
+        conditions(&early).is_empty(),
+        "not approved without the permission: {early}"
+    );
+
+    bind_group(
+        &http,
+        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        "system:bootstrappers",
+    )
+    .await;
+    let approved = with_condition(&http, "early", "Approved").await;
+    let condition = &approved["status"]["conditions"][0];
+    assert_eq!(condition["type"], "Approved");
+    assert_eq!(condition["status"], "True");
+    assert_eq!(condition["reason"], "AutoApproved");
+    assert_eq!(
+        condition["message"],
+        "Auto approving kubelet client certificate after SubjectAccessReview."
+    );
+    let issued = signed_or_failed(&http, "early").await;
+    assert!(issued["status"]["certificate"].is_string(), "{issued}");
+
+    // A node renewing its own certificate: selfnodeclient, checked first.
+    bind_group(&http, "system:node-bootstrapper", "system:nodes").await;
+    bind_group(
+        &http,
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        "system:nodes",
+    )
+    .await;
+    request_as(&server, "renewal", "n2", "system:node:n2", "system:nodes").await;
+    let approved = with_condition(&http, "renewal", "Approved").await;
+    assert_eq!(
+        approved["status"]["conditions"][0]["message"],
+        "Auto approving self kubelet client certificate after SubjectAccessReview."
+    );
+    server.shutdown().await;
+}
+
+/// kube-controller-manager's `csrcleaner`: when the controllers start (and hourly), requests
+/// denied, failed or issued more than an hour ago are deleted; newer and pending ones stay.
+#[tokio::test]
+async fn the_cleaner_deletes_requests_past_their_deadline() {
+    let server = TestServer::start().await;
+    let http = Http::new(&server);
+    let long_ago = (chrono::Utc::now() - chrono::TimeDelta::hours(2))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let custom = "example.com/custom";
+    // Named so that the list (sorted by name) reaches every request that must stay before
+    // the last one that must go.
+    for name in [
+        "a-pending",
+        "a-denied-now",
+        "z-denied",
+        "z-failed",
+        "z-issued",
+    ] {
+        let (request, _) = client_request(name, "dev");
+        let mut body = csr_body(name, &request, custom, None);
+        body["status"] = json!({});
+        http.post(CSRS, &body).await.expect(201);
+    }
+    let decide = |name: &'static str, subresource: &'static str, condition: Value| {
+        let http = &http;
+        async move {
+            let mut current = http.get(&format!("{CSRS}/{name}")).await.expect(200);
+            current["status"]["conditions"] = json!([condition]);
+            http.put(&format!("{CSRS}/{name}/{subresource}"), &current)
+                .await
+                .expect(200)
+        }
+    };
+    decide(
+        "a-denied-now",
+        "approval",
+        json!({"type": "Denied", "status": "True"}),
+    )
+    .await;
+    decide(
+        "z-denied",
+        "approval",
+        json!({"type": "Denied", "status": "True", "lastUpdateTime": long_ago}),
+    )
+    .await;
+    decide(
+        "z-failed",
+        "status",
+        json!({"type": "Failed", "status": "True", "lastUpdateTime": long_ago}),
+    )
+    .await;
+    decide(
+        "z-issued",
+        "approval",
+        json!({"type": "Approved", "status": "True", "lastUpdateTime": long_ago}),
+    )
+    .await;
+    let mut issued = http.get(&format!("{CSRS}/z-issued")).await.expect(200);
+    let ca = std::fs::read(server.dir.path().join("data/pki/ca.crt")).expect("the CA");
+    issued["status"]["certificate"] = json!(base64::engine::general_purpose::STANDARD.encode(&ca));
+    http.put(&format!("{CSRS}/z-issued/status"), &issued)
+        .await
+        .expect(200);
+    let stored = http.get(&format!("{CSRS}/z-denied")).await.expect(200);
+    assert_eq!(
+        stored["status"]["conditions"][0]["lastUpdateTime"],
+        json!(long_ago),
+        "precondition: the old decision is stored as written"
+    );
+
+    // The controllers' first pass on this server ran before the requests existed; a restart
+    // runs another.
+    let server = server.restart_with(|_| {}).await;
+    let http = Http::new(&server);
+    within(Duration::from_secs(30), async {
+        loop {
+            let left = item_names(&http.get(CSRS).await.expect(200));
+            if left == ["a-denied-now", "a-pending"] {
+                return;
+            }
+            assert!(
+                left.iter().any(|n| n == "a-denied-now") && left.iter().any(|n| n == "a-pending"),
+                "{left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    server.shutdown().await;
+}
+
 /// Upstream defaults webhook configurations when it decodes any write: a PUT that leaves the
 /// defaults out stores them all the same.
 #[tokio::test]

@@ -280,7 +280,7 @@ mod tests {
     async fn baseline_workers_write_and_delete_exactly_their_keys() -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(60), async {
             let dir = tempfile::tempdir()?;
-            let etcd = EtcdProcess::start(&dir.path().join("etcd")).await?;
+            let mut etcd = EtcdProcess::start(&dir.path().join("etcd")).await?;
             let client = connect(&etcd.endpoint).await?;
 
             let mut putter = EtcdPutter {

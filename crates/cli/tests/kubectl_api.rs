@@ -435,6 +435,96 @@ fn create_generators_send_protobuf_that_the_server_decodes() {
     );
 }
 
+/// The generators of the kinds added with the whole 1.33 API send protobuf too: each object
+/// is stored as `kubectl create … --dry-run=client -o json` prints it.
+#[test]
+fn newer_create_generators_send_protobuf_that_the_server_decodes() {
+    let env = Env::start();
+    env.ok(&["create", "namespace", "team2"]);
+    env.ok(&[
+        "create",
+        "cronjob",
+        "nightly",
+        "-n",
+        "team2",
+        "--image=busybox",
+        "--schedule=*/5 * * * *",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    env.ok(&[
+        "create",
+        "ingress",
+        "web",
+        "-n",
+        "team2",
+        "--class=nginx",
+        "--rule=foo.com/bar=svc1:8080,tls=my-cert",
+    ]);
+    env.ok(&[
+        "create",
+        "quota",
+        "limits",
+        "-n",
+        "team2",
+        "--hard=cpu=1,memory=1G,pods=2",
+    ]);
+    env.ok(&[
+        "create",
+        "priorityclass",
+        "high",
+        "--value=1000",
+        "--description=high priority",
+        "--preemption-policy=Never",
+    ]);
+    env.ok(&[
+        "create",
+        "poddisruptionbudget",
+        "rails",
+        "-n",
+        "team2",
+        "--selector=app=rails",
+        "--min-available=50%",
+    ]);
+
+    let cronjob = env.get_json(&["cronjob", "nightly", "-n", "team2"]);
+    assert_eq!(cronjob["spec"]["schedule"], "*/5 * * * *", "{cronjob:#}");
+    let job = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(
+        job["containers"][0]["command"],
+        json!(["echo", "hi"]),
+        "{cronjob:#}"
+    );
+    assert_eq!(job["restartPolicy"], "OnFailure", "{cronjob:#}");
+    let ingress = env.get_json(&["ingress", "web", "-n", "team2"]);
+    assert_eq!(
+        ingress["spec"],
+        json!({"ingressClassName": "nginx",
+               "tls": [{"hosts": ["foo.com"], "secretName": "my-cert"}],
+               "rules": [{"host": "foo.com", "http": {"paths": [{
+                   "path": "/bar", "pathType": "Exact",
+                   "backend": {"service": {"name": "svc1", "port": {"number": 8080}}}}]}}]}),
+        "{ingress:#}"
+    );
+    let quota = env.get_json(&["resourcequota", "limits", "-n", "team2"]);
+    assert_eq!(
+        quota["spec"]["hard"],
+        json!({"cpu": "1", "memory": "1G", "pods": "2"}),
+        "{quota:#}"
+    );
+    let class = env.get_json(&["priorityclass", "high"]);
+    assert_eq!(class["value"], 1000, "{class:#}");
+    assert_eq!(class["description"], "high priority", "{class:#}");
+    assert_eq!(class["preemptionPolicy"], "Never", "{class:#}");
+    let budget = env.get_json(&["poddisruptionbudget", "rails", "-n", "team2"]);
+    assert_eq!(
+        budget["spec"],
+        json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "rails"}}}),
+        "{budget:#}"
+    );
+}
+
 #[test]
 fn server_side_apply_reports_conflicts_until_forced() {
     let env = Env::start();

@@ -187,7 +187,9 @@ impl Authorizer {
                         item = stream.next() => item,
                     };
                     match item {
-                        Some(WatchItem::Change { event_type, object }) => {
+                        Some(WatchItem::Change {
+                            event_type, object, ..
+                        }) => {
                             if let Some(rv) = object
                                 .pointer("/metadata/resourceVersion")
                                 .and_then(Value::as_str)

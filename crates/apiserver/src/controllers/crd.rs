@@ -102,6 +102,7 @@ async fn follow_established(registry: Arc<Registry>, shutdown: CancellationToken
             Some(WatchItem::Change {
                 event_type: "DELETED",
                 object,
+                ..
             }) => unregister(&registry, &object),
             Some(WatchItem::Change { object, .. }) => {
                 if condition_true(&object, "Established")
@@ -139,7 +140,7 @@ async fn run(registry: Arc<Registry>, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             item = events.next() => match item {
-                Some(WatchItem::Change { event_type: "DELETED", object }) => {
+                Some(WatchItem::Change { event_type: "DELETED", object, .. }) => {
                     unregister(&registry, &object);
                     cleaning.retain(|_, name| name != object::name(&object));
                 }

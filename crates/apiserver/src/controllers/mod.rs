@@ -4,11 +4,11 @@
 //! All but the CRD serving loop run on one replica, under the controllers' Lease
 //! ([`leadership`]): the garbage collector, the namespace, CRD and ClusterRole aggregation
 //! controllers, the [`job`] controller, the [`scheduler`], the [`node_lifecycle`]
-//! controller and the [`csr_signer`].
+//! controller and the three [`certificates`] controllers (signing, approving, cleaning).
 
+pub mod certificates;
 pub mod clusterrole_aggregation;
 pub mod crd;
-pub mod csr_signer;
 pub mod events;
 pub mod gc;
 pub mod job;

@@ -88,7 +88,7 @@ async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             item = namespace_events.next() => match item {
-                Some(WatchItem::Change { event_type, object }) => {
+                Some(WatchItem::Change { event_type, object, .. }) => {
                     let name = object::name(&object).to_string();
                     if event_type == "DELETED" {
                         terminating.remove(&name);

@@ -116,7 +116,10 @@ async fn run(registry: Arc<Registry>, shutdown: CancellationToken) {
 /// new or changed unbound Pod, a Pod gone or finished (its Node has room again). The status
 /// updates of running Pods, the bulk of all changes, wake nothing.
 fn wakes_scheduler(item: &WatchItem) -> bool {
-    let WatchItem::Change { event_type, object } = item else {
+    let WatchItem::Change {
+        event_type, object, ..
+    } = item
+    else {
         return false;
     };
     object.get("kind").and_then(Value::as_str) == Some("Node")

@@ -705,21 +705,23 @@ impl ResourceRequest<'_> {
                 "a watch sends objects one by one: ask for PartialObjectMetadata, not PartialObjectMetadataList",
             ));
         }
-        let stream = self
-            .state
-            .registry
-            .watch(
-                Arc::clone(self.resource),
-                self.namespace(),
-                &options,
-                send_initial_events,
-            )
-            .await?;
+        let table = wants_table(self.headers);
+        let registry = &self.state.registry;
+        let (resource, namespace) = (Arc::clone(self.resource), self.namespace());
+        let stream = if table || metadata_only.is_some() {
+            registry
+                .watch(resource, namespace, &options, send_initial_events)
+                .await?
+        } else {
+            registry
+                .watch_json_lines(resource, namespace, &options, send_initial_events)
+                .await?
+        };
         Ok(watch::response(
             stream,
             watch::Framing {
                 resource: Arc::clone(self.resource),
-                table: wants_table(self.headers),
+                table,
                 metadata_only,
                 bookmarks: bookmarks || send_initial_events,
                 timeout,

@@ -1,7 +1,8 @@
 //! Watch responses: newline-delimited compact JSON events, streamed as they happen.
 //!
 //! kube-rs splits the stream on newlines, so every event is one compact line (api-surface
-//! §4.2). The stream ends at `timeoutSeconds`, at server shutdown, or after an in-stream error.
+//! §4.2). Plain JSON watches get their lines already encoded by the watch cache, once for all
+//! watchers (see [`crate::watch_cache`]). The stream ends at `timeoutSeconds`, at server shutdown, or after an in-stream error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +11,12 @@ use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::table::{self, TABLE_CONTENT_TYPE};
 use crate::resources::ResourceType;
-use crate::watch_cache::{WatchItem, WatchStream};
+use crate::watch_cache::{WatchItem, WatchStream, event_line as line};
 
 pub struct Framing {
     pub resource: Arc<ResourceType>,
@@ -27,13 +28,6 @@ pub struct Framing {
     pub bookmarks: bool,
     pub timeout: Duration,
     pub shutdown: CancellationToken,
-}
-
-fn line(event_type: &str, object: &Value) -> Bytes {
-    let mut bytes =
-        serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
-    bytes.push(b'\n');
-    Bytes::from(bytes)
 }
 
 pub fn response(stream: WatchStream, framing: Framing) -> Response {
@@ -57,14 +51,14 @@ pub fn response(stream: WatchStream, framing: Framing) -> Response {
         .take_until(Box::pin(stopped))
         .filter_map(move |item| {
             let out = match item {
-                WatchItem::Change { event_type, object } => {
+                WatchItem::Change { event_type, object, line: encoded } => {
                     if table {
                         let with_definitions = std::mem::replace(&mut first_table, false);
                         Some(line(event_type, &table::table(&resource, &object, with_definitions)))
                     } else if let Some(metadata_only) = &metadata_only {
                         Some(line(event_type, &metadata_only.object(&object)))
                     } else {
-                        Some(line(event_type, &object))
+                        Some(encoded.unwrap_or_else(|| line(event_type, &object)))
                     }
                 }
                 WatchItem::Bookmark { revision, initial_events_end } => {

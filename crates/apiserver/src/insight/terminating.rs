@@ -306,13 +306,13 @@ mod tests {
         object: Option<Value>,
         previous: Option<Value>,
     ) -> CachedEvent {
-        CachedEvent {
+        CachedEvent::new(
             revision,
-            key: key.into(),
-            object: object.map(Arc::new),
-            previous: previous.map(Arc::new),
-            stored_bytes: 0,
-        }
+            key.into(),
+            object.map(Arc::new),
+            previous.map(Arc::new),
+            0,
+        )
     }
 
     fn cm(finalizers: &[&str], terminating: bool) -> Value {

@@ -29,8 +29,13 @@ pub const GROUP: &str = "certificates.k8s.io";
 pub const PLURAL: &str = "certificatesigningrequests";
 
 /// The signer whose certificates the API server itself accepts from clients; the server
-/// signs its approved requests with the cluster CA (`controllers/csr_signer.rs`).
+/// signs its approved requests with the cluster CA (`controllers/certificates/signing.rs`).
 pub const KUBE_APISERVER_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+/// The signer of client certificates for kubelets (`system:node:<name>` in `system:nodes`).
+pub const KUBE_APISERVER_CLIENT_KUBELET_SIGNER: &str =
+    "kubernetes.io/kube-apiserver-client-kubelet";
+/// The signer of kubelets' serving certificates.
+pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
 /// The signer name v1 refuses (kept by v1beta1 for objects created before signers existed).
 const LEGACY_UNKNOWN_SIGNER: &str = "kubernetes.io/legacy-unknown";
@@ -452,7 +457,7 @@ fn condition_type(condition: &Value) -> &str {
 }
 
 /// The conditions of one type, in order.
-fn conditions_of(object: &Value, kind: &str) -> Vec<Value> {
+pub fn conditions_of(object: &Value, kind: &str) -> Vec<Value> {
     crate::object::status_conditions(object)
         .iter()
         .filter(|c| condition_type(c) == kind)
@@ -460,14 +465,26 @@ fn conditions_of(object: &Value, kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Whether the request carries a condition of type `kind` (`Approved`, `Denied`, `Failed`).
+pub fn has_condition(object: &Value, kind: &str) -> bool {
+    crate::object::status_conditions(object)
+        .iter()
+        .any(|c| condition_type(c) == kind)
+}
+
 /// Whether the request carries an Approved condition and no Denied or Failed one.
 pub fn is_approved(object: &Value) -> bool {
-    let has = |kind: &str| {
-        crate::object::status_conditions(object)
-            .iter()
-            .any(|c| condition_type(c) == kind)
-    };
-    has("Approved") && !has("Denied") && !has("Failed")
+    has_condition(object, "Approved")
+        && !has_condition(object, "Denied")
+        && !has_condition(object, "Failed")
+}
+
+/// Whether a certificate has been issued (`status.certificate` is set).
+pub fn is_issued(object: &Value) -> bool {
+    object
+        .pointer("/status/certificate")
+        .and_then(Value::as_str)
+        .is_some_and(|c| !c.is_empty())
 }
 
 /// `spec.request` as the bytes JSON carries in base64; None when absent or not base64.

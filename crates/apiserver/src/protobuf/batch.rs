@@ -1,7 +1,8 @@
-//! batch/v1: Job.
+//! batch/v1: Job, CronJob.
 
 use k8s_pb::api::batch::v1 as batch;
 
+use super::core_v1::object_reference;
 use super::json::{Converted, convert};
 use super::meta::{label_selector, object_meta};
 use super::pod::pod_template_spec;
@@ -113,5 +114,41 @@ fn uncounted_terminated_pods(pods: batch::UncountedTerminatedPods) -> Converted 
     convert!(pods, batch::UncountedTerminatedPods {
         succeeded => scalars("succeeded"),
         failed => scalars("failed"),
+    })
+}
+
+pub(super) fn cron_job(cron_job: batch::CronJob) -> Converted {
+    convert!(cron_job, batch::CronJob {
+        metadata => value_message("metadata", object_meta),
+        spec => value_message("spec", cron_job_spec),
+        status => value_message("status", cron_job_status),
+    })
+}
+
+fn cron_job_spec(spec: batch::CronJobSpec) -> Converted {
+    convert!(spec, batch::CronJobSpec {
+        schedule => always("schedule"),
+        time_zone => pointer("timeZone"),
+        starting_deadline_seconds => pointer("startingDeadlineSeconds"),
+        concurrency_policy => non_zero("concurrencyPolicy"),
+        suspend => pointer("suspend"),
+        job_template => value_message("jobTemplate", job_template_spec),
+        successful_jobs_history_limit => pointer("successfulJobsHistoryLimit"),
+        failed_jobs_history_limit => pointer("failedJobsHistoryLimit"),
+    })
+}
+
+fn job_template_spec(template: batch::JobTemplateSpec) -> Converted {
+    convert!(template, batch::JobTemplateSpec {
+        metadata => value_message("metadata", object_meta),
+        spec => value_message("spec", job_spec),
+    })
+}
+
+fn cron_job_status(status: batch::CronJobStatus) -> Converted {
+    convert!(status, batch::CronJobStatus {
+        active => list("active", object_reference),
+        last_schedule_time => time("lastScheduleTime"),
+        last_successful_time => time("lastSuccessfulTime"),
     })
 }

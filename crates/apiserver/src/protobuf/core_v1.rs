@@ -1,4 +1,5 @@
-//! core/v1 kinds other than Pod: Namespace, ConfigMap, Secret, ServiceAccount, Service.
+//! core/v1 kinds other than Pod: Namespace, ConfigMap, Secret, ServiceAccount, Service,
+//! ResourceQuota.
 
 use k8s_pb::api::core::v1 as core;
 
@@ -72,7 +73,7 @@ pub(super) fn binding(binding: core::Binding) -> Converted {
     })
 }
 
-fn object_reference(reference: core::ObjectReference) -> Converted {
+pub(super) fn object_reference(reference: core::ObjectReference) -> Converted {
     convert!(reference, core::ObjectReference {
         kind => non_zero("kind"),
         namespace => non_zero("namespace"),
@@ -174,5 +175,54 @@ fn port_status(status: core::PortStatus) -> Converted {
         port => always("port"),
         protocol => always("protocol"),
         error => pointer("error"),
+    })
+}
+
+pub(super) fn resource_quota(quota: core::ResourceQuota) -> Converted {
+    convert!(quota, core::ResourceQuota {
+        metadata => value_message("metadata", object_meta),
+        spec => value_message("spec", resource_quota_spec),
+        status => value_message("status", resource_quota_status),
+    })
+}
+
+fn resource_quota_spec(spec: core::ResourceQuotaSpec) -> Converted {
+    convert!(spec, core::ResourceQuotaSpec {
+        hard => quantity_map("hard"),
+        scopes => scalars("scopes"),
+        scope_selector => pointer_message("scopeSelector", scope_selector),
+    })
+}
+
+fn scope_selector(selector: core::ScopeSelector) -> Converted {
+    convert!(selector, core::ScopeSelector {
+        match_expressions => list("matchExpressions", scoped_resource_selector_requirement),
+    })
+}
+
+fn scoped_resource_selector_requirement(
+    requirement: core::ScopedResourceSelectorRequirement,
+) -> Converted {
+    convert!(requirement, core::ScopedResourceSelectorRequirement {
+        scope_name => always("scopeName"),
+        operator => always("operator"),
+        values => scalars("values"),
+    })
+}
+
+fn resource_quota_status(status: core::ResourceQuotaStatus) -> Converted {
+    convert!(status, core::ResourceQuotaStatus {
+        hard => quantity_map("hard"),
+        used => quantity_map("used"),
+    })
+}
+
+pub(super) fn typed_local_object_reference(
+    reference: core::TypedLocalObjectReference,
+) -> Converted {
+    convert!(reference, core::TypedLocalObjectReference {
+        api_group => pointer("apiGroup"),
+        kind => always("kind"),
+        name => always("name"),
     })
 }

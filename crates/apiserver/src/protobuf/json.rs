@@ -356,6 +356,24 @@ impl Object {
         }
     }
 
+    /// A `map[string]metav1.Time`, left out when empty; a zero time is Go's `null`, kept so
+    /// that no key is lost.
+    pub(super) fn time_map(&mut self, key: &'static str, map: BTreeMap<String, Time>) -> Step {
+        if map.is_empty() {
+            return Ok(());
+        }
+        let mut times = Map::new();
+        for (name, Time { seconds, nanos }) in map {
+            let time = instant(seconds, nanos)
+                .map_err(|e| e.within(Segment::Field(key)))?
+                .map_or(Value::Null, |time| {
+                    Value::String(crate::object::timestamp(time))
+                });
+            times.insert(name, time);
+        }
+        self.insert(key, Value::Object(times))
+    }
+
     /// A `metav1.MicroTime`: RFC 3339 with six fractional digits.
     pub(super) fn micro_time(&mut self, key: &'static str, value: Option<MicroTime>) -> Step {
         let Some(MicroTime { seconds, nanos }) = value else {

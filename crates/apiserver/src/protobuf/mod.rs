@@ -9,8 +9,10 @@
 //! messages and writes the JSON Go's `encoding/json` would write for the same object,
 //! without nulls — the k8s-openapi serde form (see `json.rs` for the rules per Go type).
 //!
-//! Kinds decoded: core/v1 Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod;
-//! apps/v1 Deployment, ReplicaSet; batch/v1 Job; coordination.k8s.io/v1 Lease;
+//! Kinds decoded (every kind a `kubectl create` generator sends): core/v1 Namespace,
+//! ConfigMap, Secret, ServiceAccount, Service, Pod, ResourceQuota; apps/v1 Deployment,
+//! ReplicaSet; batch/v1 Job, CronJob; networking.k8s.io/v1 Ingress; policy/v1
+//! PodDisruptionBudget; scheduling.k8s.io/v1 PriorityClass; coordination.k8s.io/v1 Lease;
 //! rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding, ClusterRoleBinding;
 //! authorization.k8s.io/v1 SubjectAccessReview (and its self and local forms),
 //! SelfSubjectRulesReview; authentication.k8s.io/v1 TokenRequest, TokenReview;
@@ -34,8 +36,11 @@ mod coordination;
 mod core_v1;
 mod json;
 mod meta;
+mod networking;
 mod pod;
+mod policy;
 mod rbac;
+mod scheduling;
 mod volume;
 mod wire;
 
@@ -166,9 +171,14 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "Service") => object.convert(core_v1::service),
         ("v1", "Pod") => object.convert(pod::pod),
         ("v1", "Binding") => object.convert(core_v1::binding),
+        ("v1", "ResourceQuota") => object.convert(core_v1::resource_quota),
         ("apps/v1", "Deployment") => object.convert(apps::deployment),
         ("apps/v1", "ReplicaSet") => object.convert(apps::replica_set),
         ("batch/v1", "Job") => object.convert(batch::job),
+        ("batch/v1", "CronJob") => object.convert(batch::cron_job),
+        ("networking.k8s.io/v1", "Ingress") => object.convert(networking::ingress),
+        ("policy/v1", "PodDisruptionBudget") => object.convert(policy::pod_disruption_budget),
+        ("scheduling.k8s.io/v1", "PriorityClass") => object.convert(scheduling::priority_class),
         ("coordination.k8s.io/v1", "Lease") => object.convert(coordination::lease),
         ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
             object.convert(certificates::certificate_signing_request)

@@ -232,17 +232,105 @@ fn kubectl_bodies_decode_to_what_kubectl_prints_for_a_client_dry_run() {
 }
 
 #[test]
-fn a_kubectl_body_of_a_kind_not_decoded_is_refused_with_415_and_the_json_workaround() {
-    let path = format!(
-        "{}/src/protobuf/testdata/cronjob.pb",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let error = decode_object(&std::fs::read(path).unwrap()).unwrap_err();
-    assert_eq!(error.status_code(), 415);
+fn a_kubectl_cronjob_body_decodes_to_what_kubectl_prints_for_a_client_dry_run() {
     assert_eq!(
-        error.to_string(),
-        "protobuf request bodies of kind CronJob (batch/v1) are not supported; send the object \
-         as JSON instead, e.g. `kubectl create … --dry-run=client -o yaml | kubectl apply -f -`"
+        fixture("cronjob.pb"),
+        json!({"kind": "CronJob", "apiVersion": "batch/v1", "metadata": {"name": "cj"},
+               "spec": {"schedule": "*/1 * * * *",
+                        "jobTemplate": {"metadata": {"name": "cj"},
+                                        "spec": {"template": {"metadata": {},
+                                            "spec": {"containers": [{"name": "cj", "image": "busybox",
+                                                                     "command": ["echo", "hi"],
+                                                                     "resources": {}}],
+                                                     "restartPolicy": "OnFailure"}}}}},
+               "status": {}})
+    );
+}
+
+#[test]
+fn create_poddisruptionbudget_with_its_status_times() {
+    use k8s_pb::api::policy::v1 as policy;
+    let budget = policy::PodDisruptionBudget {
+        metadata: go_meta("pdb", &[]),
+        spec: Some(policy::PodDisruptionBudgetSpec {
+            min_available: string("50%"),
+            selector: Some(meta::LabelSelector {
+                match_labels: map(&[("app", "rails")]),
+                match_expressions: vec![],
+            }),
+            ..Default::default()
+        }),
+        status: Some(policy::PodDisruptionBudgetStatus {
+            observed_generation: Some(0),
+            disrupted_pods: [("web-1".to_string(), time(SECONDS).unwrap_or_default())]
+                .into_iter()
+                .collect(),
+            disruptions_allowed: Some(0),
+            current_healthy: Some(0),
+            desired_healthy: Some(0),
+            expected_pods: Some(0),
+            conditions: vec![],
+        }),
+    };
+    assert_eq!(
+        decode("policy/v1", "PodDisruptionBudget", &budget),
+        json!({"kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+               "metadata": {"name": "pdb"},
+               "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "rails"}}},
+               "status": {"disruptedPods": {"web-1": "2026-11-22T01:02:03Z"},
+                          "disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                          "expectedPods": 0}})
+    );
+}
+
+#[test]
+fn create_ingress_keeps_each_rules_inline_http_value() {
+    use k8s_pb::api::networking::v1 as networking;
+    let backend = |port: i32| networking::IngressBackend {
+        service: Some(networking::IngressServiceBackend {
+            name: s("svc1"),
+            port: Some(networking::ServiceBackendPort {
+                name: s(""),
+                number: Some(port),
+            }),
+        }),
+        resource: None,
+    };
+    let ingress = networking::Ingress {
+        metadata: go_meta("simple", &[]),
+        spec: Some(networking::IngressSpec {
+            ingress_class_name: None,
+            default_backend: None,
+            tls: vec![networking::IngressTls {
+                hosts: strings(&["foo.com"]),
+                secret_name: s("my-cert"),
+            }],
+            rules: vec![networking::IngressRule {
+                host: s("foo.com"),
+                ingress_rule_value: Some(networking::IngressRuleValue {
+                    http: Some(networking::HttpIngressRuleValue {
+                        paths: vec![networking::HttpIngressPath {
+                            path: s("/bar"),
+                            path_type: s("Exact"),
+                            backend: Some(backend(8080)),
+                        }],
+                    }),
+                }),
+            }],
+        }),
+        status: Some(networking::IngressStatus {
+            load_balancer: Some(networking::IngressLoadBalancerStatus { ingress: vec![] }),
+        }),
+    };
+    assert_eq!(
+        decode("networking.k8s.io/v1", "Ingress", &ingress),
+        json!({"kind": "Ingress", "apiVersion": "networking.k8s.io/v1",
+               "metadata": {"name": "simple"},
+               "spec": {"tls": [{"hosts": ["foo.com"], "secretName": "my-cert"}],
+                        "rules": [{"host": "foo.com", "http": {"paths": [{
+                            "path": "/bar", "pathType": "Exact",
+                            "backend": {"service": {"name": "svc1", "port": {"number": 8080}}}}]}}]},
+               "status": {"loadBalancer": {}}})
     );
 }
 
@@ -1364,12 +1452,11 @@ fn an_envelope_with_a_content_encoding_is_a_415() {
 
 #[test]
 fn an_unsupported_kind_is_a_415_naming_the_kind_and_the_workaround() {
-    let error =
-        decode_object(&envelope("networking.k8s.io/v1", "Ingress", Vec::new())).unwrap_err();
+    let error = decode_object(&envelope("v1", "ReplicationController", Vec::new())).unwrap_err();
     assert_eq!(error.status_code(), 415);
     assert_eq!(
         error.to_string(),
-        "protobuf request bodies of kind Ingress (networking.k8s.io/v1) are not supported; \
+        "protobuf request bodies of kind ReplicationController (v1) are not supported; \
          send the object as JSON instead, e.g. \
          `kubectl create … --dry-run=client -o yaml | kubectl apply -f -`"
     );

@@ -122,9 +122,12 @@ impl Registry {
                 let desired = desired.clone();
                 async move {
                     match item {
-                        WatchItem::Change { event_type, object }
-                            if object.get("apiVersion").and_then(Value::as_str)
-                                != Some(desired.as_str()) =>
+                        // The line encoded for the stored version is not the converted
+                        // object's: the converted change carries none.
+                        WatchItem::Change {
+                            event_type, object, ..
+                        } if object.get("apiVersion").and_then(Value::as_str)
+                            != Some(desired.as_str()) =>
                         {
                             match converter
                                 .convert_one(&resource, (*object).clone(), &desired)
@@ -133,6 +136,7 @@ impl Registry {
                                 Ok(converted) => WatchItem::Change {
                                     event_type,
                                     object: Arc::new(converted),
+                                    line: None,
                                 },
                                 Err(error) => WatchItem::Error(error),
                             }

@@ -184,12 +184,38 @@ impl Registry {
         }
     }
 
+    /// A watch for an in-process consumer: the changes' objects, no encoded lines.
     pub async fn watch(
         &self,
         resource: Arc<ResourceType>,
         namespace: Option<&str>,
         options: &ListOptions,
         send_initial_events: bool,
+    ) -> ApiResult<WatchStream> {
+        self.open_watch(resource, namespace, options, send_initial_events, false)
+            .await
+    }
+
+    /// A watch for a client that reads plain JSON events: each change also carries its
+    /// encoded line, shared with the other watchers ([`crate::watch_cache::WatchItem::Change`]).
+    pub async fn watch_json_lines(
+        &self,
+        resource: Arc<ResourceType>,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        send_initial_events: bool,
+    ) -> ApiResult<WatchStream> {
+        self.open_watch(resource, namespace, options, send_initial_events, true)
+            .await
+    }
+
+    async fn open_watch(
+        &self,
+        resource: Arc<ResourceType>,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        send_initial_events: bool,
+        json_lines: bool,
     ) -> ApiResult<WatchStream> {
         let labels = parse_label_selector(options.label_selector.as_deref())?;
         let fields = parse_field_selector(&resource, options.field_selector.as_deref())?;
@@ -241,6 +267,7 @@ impl Registry {
             after_revision,
             initial_objects,
             send_initial_events_end: send_initial_events,
+            json_lines,
         });
         Ok(self.convert_watch(resource, stream))
     }

@@ -13,7 +13,9 @@
 //! value's first 8 bytes), stamped just before the request; a watcher records now − sent for
 //! each delivery. Figures: the p50 and p99 of all deliveries (watchers × writes), and each
 //! server's CPU during the writes in cores. Every watcher must see every write exactly once;
-//! a missing or repeated delivery is reported as a warning under the table.
+//! a missing or repeated delivery is reported as a warning under the table. A Finale watch
+//! the server closes (a watcher that falls too far behind is closed, as kube-apiserver does)
+//! is opened again from the last resourceVersion read, as clients do; the log counts these.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,6 +75,8 @@ struct Deliveries {
     missing: u64,
     /// Deliveries of a write a watcher had already seen.
     repeated: u64,
+    /// Watches the server closed and the watcher opened again (Finale only).
+    rewatches: u64,
     /// CPU the server used during the writes, in cores.
     cores: f64,
 }
@@ -92,6 +96,8 @@ struct Seen {
     unseen: usize,
     latencies_ms: Vec<f64>,
     repeated: u64,
+    /// Watches opened again after the server closed one.
+    rewatches: u64,
 }
 
 impl Seen {
@@ -101,6 +107,7 @@ impl Seen {
             unseen: writes as usize + 1,
             latencies_ms: Vec::with_capacity(writes as usize),
             repeated: 0,
+            rewatches: 0,
         }
     }
 
@@ -125,11 +132,11 @@ impl Seen {
     }
 }
 
-/// The write number and send time of an `ADDED` event of a written ConfigMap, found by
-/// searching the event's line rather than parsing it: with a thousand watchers the harness
-/// reads 200 000 events a second on the same two cores as the server, and a full JSON parse
-/// of each would make the harness, not the server, the bottleneck.
-fn added_write(line: &[u8]) -> Option<(usize, u64)> {
+/// The write number, send time and resourceVersion of an `ADDED` event of a written
+/// ConfigMap, found by searching the event's line rather than parsing it: with a thousand
+/// watchers the harness reads 200 000 events a second on the same two cores as the server,
+/// and a full JSON parse of each would make the harness, not the server, the bottleneck.
+fn added_write(line: &[u8]) -> Option<(usize, u64, u64)> {
     let text = std::str::from_utf8(line).ok()?;
     if !text.contains("\"type\":\"ADDED\"") {
         return None;
@@ -144,7 +151,8 @@ fn added_write(line: &[u8]) -> Option<(usize, u64)> {
     };
     let number = digits_after("\"name\":\"fan-")?.parse().ok()?;
     let sent = digits_after(&format!("\"{SENT_AT}\":\""))?.parse().ok()?;
-    Some((number, sent))
+    let revision = digits_after("\"resourceVersion\":\"")?.parse().ok()?;
+    Some((number, sent, revision))
 }
 
 /// Waits (bounded) until `count` watchers saw the sentinel.
@@ -238,24 +246,38 @@ async fn measure_finale(
         let opening = Arc::clone(&opening);
         let sentinel_seen = Arc::clone(&sentinel_seen);
         watchers.spawn(async move {
-            let permit = opening.acquire_owned().await?;
-            let url = format!("{watched}?watch=true&resourceVersion={revision}");
-            let mut response = client.get(&url).timeout(lifetime).send().await?;
-            if response.status() != StatusCode::OK {
-                bail!("the watch on {watched} answered {}", response.status());
-            }
-            drop(permit);
+            let mut permit = Some(opening.acquire_owned().await?);
             let mut seen = Seen::new(writes);
-            let mut buffer: Vec<u8> = Vec::new();
-            'stream: while let Some(chunk) = response.chunk().await? {
-                buffer.extend_from_slice(&chunk);
-                while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = buffer.drain(..=end).collect();
-                    let Some((number, sent)) = added_write(&line) else {
-                        continue;
-                    };
-                    if seen.record(number, sent, &sentinel_seen) {
-                        break 'stream;
+            let mut from = revision;
+            let ends = Instant::now() + lifetime;
+            // As a client does when the server closes its watch (kube-apiserver and Finale
+            // close a watcher that stops reading): watch again from the last resourceVersion
+            // read, so that every write is still seen exactly once.
+            'watch: while Instant::now() < ends {
+                let url = format!("{watched}?watch=true&resourceVersion={from}");
+                let mut response = client
+                    .get(&url)
+                    .timeout(ends.saturating_duration_since(Instant::now()))
+                    .send()
+                    .await?;
+                if response.status() != StatusCode::OK {
+                    bail!("the watch on {watched} answered {}", response.status());
+                }
+                if permit.take().is_none() {
+                    seen.rewatches += 1;
+                }
+                let mut buffer: Vec<u8> = Vec::new();
+                while let Some(chunk) = response.chunk().await? {
+                    buffer.extend_from_slice(&chunk);
+                    while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = buffer.drain(..=end).collect();
+                        let Some((number, sent, revision)) = added_write(&line) else {
+                            continue;
+                        };
+                        from = revision.to_string();
+                        if seen.record(number, sent, &sentinel_seen) {
+                            break 'watch;
+                        }
                     }
                 }
             }
@@ -302,6 +324,7 @@ async fn collect(
         latencies_ms: Vec::with_capacity((watcher_count * writes) as usize),
         missing: 0,
         repeated: 0,
+        rewatches: 0,
         cores,
     };
     let deadline = Instant::now() + SETTLE;
@@ -313,6 +336,7 @@ async fn collect(
                 let seen = result.context("a watcher task")??;
                 deliveries.missing += writes - seen.latencies_ms.len() as u64;
                 deliveries.repeated += seen.repeated;
+                deliveries.rewatches += seen.rewatches;
                 deliveries.latencies_ms.extend(seen.latencies_ms);
                 finished += 1;
             }
@@ -516,7 +540,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     Side::Etcd => measure_etcd(settings, &etcd_process, target, &tag).await?,
                 };
                 eprintln!(
-                    "[{SCENARIO}] run {}/{}, {} watchers of {}: {} p50 {:.2} ms, p99 {:.2} ms, {:.2} cores, {} missing, {} repeated",
+                    "[{SCENARIO}] run {}/{}, {} watchers of {}: {} p50 {:.2} ms, p99 {:.2} ms, {:.2} cores, {} missing, {} repeated, {} re-watches",
                     run + 1,
                     settings.runs,
                     settings.watchers,
@@ -526,7 +550,8 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     percentile(&deliveries.latencies_ms, 0.99).unwrap_or(f64::NAN),
                     deliveries.cores,
                     deliveries.missing,
-                    deliveries.repeated
+                    deliveries.repeated,
+                    deliveries.rewatches
                 );
                 if deliveries.missing > 0 || deliveries.repeated > 0 {
                     report.warnings.push(format!(
@@ -547,6 +572,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     "deliveries": deliveries.latencies_ms.len(),
                     "missing": deliveries.missing,
                     "repeated": deliveries.repeated,
+                    "rewatches": deliveries.rewatches,
                     "p50_ms": percentile(&deliveries.latencies_ms, 0.5),
                     "p99_ms": percentile(&deliveries.latencies_ms, 0.99),
                     "cores": deliveries.cores,
@@ -570,13 +596,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_added_event_yields_its_write_number_and_send_time() {
+    fn an_added_event_yields_its_write_number_send_time_and_revision() {
         let event = serde_json::json!({"type": "ADDED", "object": {"metadata": {
-            "name": "fan-42", "annotations": {SENT_AT: "1700000000123456789"}}}});
+            "name": "fan-42", "resourceVersion": "981",
+            "annotations": {SENT_AT: "1700000000123456789"}}}});
         let line = format!("{event}\n");
         assert_eq!(
             added_write(line.as_bytes()),
-            Some((42, 1_700_000_000_123_456_789))
+            Some((42, 1_700_000_000_123_456_789, 981))
         );
         let modified = line.replace("ADDED", "MODIFIED");
         assert_eq!(added_write(modified.as_bytes()), None);

@@ -1,99 +1,162 @@
-//! The signers of the three `kubernetes.io/*` signers kube-controller-manager's `csrsigning`
-//! controller runs: `kube-apiserver-client`, `kube-apiserver-client-kubelet` and
-//! `kubelet-serving`. Once a request is approved (and neither denied nor failed), the
-//! server's cluster CA signs it and the certificate is written to `status.certificate`
-//! through `/status`. The holder of the key can then authenticate as the request's subject
-//! (CN the user, O the groups) or, for `kubelet-serving`, serve TLS under the names it asked
-//! for. It runs with the other controllers, under their Lease.
+//! kube-controller-manager's certificate controllers, run inside the server under the
+//! controllers' Lease, each as its own task acting through the registry:
+//! - [`signing`] (`csrsigning`): issues certificates for approved requests of the
+//!   `kubernetes.io/*` signers, with the cluster CA;
+//! - [`approving`] (`csrapproving`): approves kubelets' client-certificate requests when the
+//!   requester may create `certificatesigningrequests/nodeclient` (or `/selfnodeclient`, for
+//!   its own node), as a SubjectAccessReview would answer;
+//! - [`cleaner`] (`csrcleaner`): deletes requests once they are done with: issued, denied or
+//!   failed more than an hour ago, pending for a day, or whose certificate has expired.
 //!
-//! What each signer accepts is upstream's (a request that fails gets `Failed=True`, reason
-//! `SignerValidationFailure`, with upstream's message, and is not signed):
-//! - `kube-apiserver-client`: usages include `client auth` and add only `digital signature`
-//!   and `key encipherment`;
-//! - `kube-apiserver-client-kubelet`: organization exactly `system:nodes`, common name
-//!   `system:node:<name>`, no subject alternative names, usages exactly `client auth` and
-//!   `digital signature`, with or without `key encipherment`;
-//! - `kubelet-serving`: the same subject, at least one DNS or IP name and no e-mail or URI,
-//!   usages exactly `server auth` and `digital signature`, with or without `key
-//!   encipherment`.
-//!
-//! Validity: `spec.expirationSeconds` when set (at least 10 minutes, at most a year,
-//! upstream's `--cluster-signing-duration` default), else a year; never past the CA.
-//!
-//! # Caveats
-//! - Every signer signs with the one cluster CA (upstream's default, when no
-//!   `--cluster-signing-{signer}-cert-file` splits them).
-//! - Custom signers are left to whoever runs them; `kubernetes.io/legacy-unknown`, refused
-//!   by `certificates.k8s.io/v1`, is never signed.
+//! This module holds what they share: following every request, and reading a PKCS#10
+//! request the way upstream's checks read it.
 
+pub mod approving;
+pub mod cleaner;
+pub mod signing;
+
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
 use x509_parser::prelude::FromDer as _;
 
-use crate::kinds::certificates::{self, KUBE_APISERVER_CLIENT_SIGNER};
-use crate::pki::Pki;
+use crate::kinds::certificates;
 use crate::registry::{ListOptions, Registry, Subresource, WriteOptions};
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 use crate::watch_cache::WatchItem;
 
-/// The identity the signer writes as (upstream's controller-manager's).
-pub const CSR_SIGNER_USER: &str = "system:kube-controller-manager";
+/// The identity the certificate controllers write as (upstream's controller-manager's).
+pub const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
 
-/// Upstream's `--cluster-signing-duration` default: the longest validity granted.
-const MAX_VALIDITY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
-/// The shortest validity granted, whatever a request asks.
-const MIN_VALIDITY: Duration = Duration::from_secs(10 * 60);
-
-pub fn spawn(
-    registry: Arc<Registry>,
-    pki: Arc<Pki>,
-    shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move { run(registry, pki, shutdown).await })
+/// What a controller made of a request.
+pub(super) enum Handled {
+    /// Nothing more to do until the request changes.
+    Done,
+    /// Not yet (the reason is logged at debug level): look again after a backoff, as
+    /// upstream's controllers requeue an "ignorable" error.
+    Retry(String),
 }
 
-async fn run(registry: Arc<Registry>, pki: Arc<Pki>, shutdown: CancellationToken) {
+/// The first retry's delay; each next one doubles, up to [`RETRY_MAX`] (client-go's default
+/// per-item rate limiter).
+const RETRY_FIRST: Duration = Duration::from_millis(5);
+const RETRY_MAX: Duration = Duration::from_secs(1000);
+
+/// Per-request retries: each request's attempts so far, and the queue a due retry is sent to.
+struct Backoff {
+    attempts: HashMap<String, u32>,
+    retries: mpsc::UnboundedSender<String>,
+}
+
+impl Backoff {
+    /// Sends `name` to the queue after its next delay.
+    fn later(&mut self, name: String) {
+        let attempt = self.attempts.entry(name.clone()).or_insert(0);
+        let delay = RETRY_FIRST
+            .saturating_mul(1 << (*attempt).min(20))
+            .min(RETRY_MAX);
+        *attempt += 1;
+        super::enqueue_after(&self.retries, name, delay);
+    }
+
+    /// The request is handled or gone: its next retry, if one comes, starts over.
+    fn forget(&mut self, name: &str) {
+        self.attempts.remove(name);
+    }
+}
+
+/// Calls `handle` with every CertificateSigningRequest that is created or changes, until
+/// `shutdown`. The watch starts from a full list, so requests written while no controller
+/// ran are handled at start; a watch that ends is opened again after half a second. A
+/// request `handle` fails (logged at warning level with `controller`) or asks to retry is
+/// read again and handled after a backoff that doubles with each attempt, as upstream's
+/// work queues do, until it is handled, changes or is deleted.
+pub(super) async fn follow_requests<F, Fut>(
+    registry: &Registry,
+    shutdown: &CancellationToken,
+    controller: &str,
+    handle: F,
+) where
+    F: Fn(Arc<ResourceType>, Arc<Value>) -> Fut,
+    Fut: Future<Output = ApiResult<Handled>>,
+{
     let Some(requests) = registry
         .catalog()
         .lookup(certificates::GROUP, "v1", certificates::PLURAL)
     else {
-        tracing::error!("the CSR signer cannot start: certificatesigningrequests are not served");
+        tracing::error!(
+            controller,
+            "a certificate controller cannot start: certificatesigningrequests are not served"
+        );
         return;
     };
+    let (retries, mut due) = mpsc::unbounded_channel::<String>();
+    let mut backoff = Backoff {
+        attempts: HashMap::new(),
+        retries,
+    };
     loop {
-        // Without a revision the watch starts with every request as ADDED, so requests
-        // approved while no signer ran are signed now.
-        match registry
+        let mut events = match registry
             .watch(Arc::clone(&requests), None, &ListOptions::default(), false)
             .await
         {
-            Ok(mut events) => loop {
-                let item = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    item = events.next() => item,
-                };
-                match item {
-                    Some(WatchItem::Change { event_type, object }) if event_type != "DELETED" => {
-                        if let Err(error) = sign_if_due(&registry, &requests, &pki, &object).await {
-                            tracing::warn!(
-                                name = crate::object::name(&object),
-                                error = %error.message,
-                                "could not sign a CertificateSigningRequest"
-                            );
-                        }
-                    }
-                    Some(WatchItem::Error(_)) | None => break,
-                    Some(_) => {}
-                }
-            },
+            Ok(events) => events,
             Err(error) => {
-                tracing::warn!(error = %error.message, "the CSR signer cannot watch requests; retrying");
+                tracing::warn!(controller, error = %error.message, "cannot watch CertificateSigningRequests; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                }
+            }
+        };
+        loop {
+            let request = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                item = events.next() => match item {
+                    Some(WatchItem::Change { event_type: "DELETED", object, .. }) => {
+                        backoff.forget(crate::object::name(&object));
+                        continue;
+                    }
+                    Some(WatchItem::Change { object, .. }) => object,
+                    Some(WatchItem::Error(_)) | None => break,
+                    Some(_) => continue,
+                },
+                Some(name) = due.recv() => match registry.get(&requests, None, &name).await {
+                    Ok(object) => Arc::new(object),
+                    Err(error) if error.code == 404 => {
+                        backoff.forget(&name);
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(controller, name, error = %error.message, "cannot read a CertificateSigningRequest to retry it");
+                        backoff.later(name);
+                        continue;
+                    }
+                },
+            };
+            let name = crate::object::name(&request).to_string();
+            match handle(Arc::clone(&requests), request).await {
+                Ok(Handled::Done) => backoff.forget(&name),
+                Ok(Handled::Retry(why)) => {
+                    tracing::debug!(
+                        controller,
+                        name,
+                        why,
+                        "will look at a CertificateSigningRequest again"
+                    );
+                    backoff.later(name);
+                }
+                Err(error) => {
+                    tracing::warn!(controller, name, error = %error.message, "could not handle a CertificateSigningRequest; will retry");
+                    backoff.later(name);
+                }
             }
         }
         tokio::select! {
@@ -103,83 +166,28 @@ async fn run(registry: Arc<Registry>, pki: Arc<Pki>, shutdown: CancellationToken
     }
 }
 
-/// The signer of client certificates for kubelets (`system:node:<name>` in `system:nodes`).
-pub const KUBE_APISERVER_CLIENT_KUBELET_SIGNER: &str =
-    "kubernetes.io/kube-apiserver-client-kubelet";
-/// The signer of kubelets' serving certificates.
-pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-
-/// A signer this controller runs: its name, and upstream's check that a request is one it
-/// may sign (an error is the `Failed` condition's message).
-struct Signer {
-    name: &'static str,
-    accepts: fn(&RequestFacts, &[&str]) -> Result<(), String>,
-}
-
-const SIGNERS: [Signer; 3] = [
-    Signer {
-        name: KUBE_APISERVER_CLIENT_SIGNER,
-        accepts: |_, usages| client_usages(usages),
-    },
-    Signer {
-        name: KUBE_APISERVER_CLIENT_KUBELET_SIGNER,
-        accepts: kubelet_client,
-    },
-    Signer {
-        name: KUBELET_SERVING_SIGNER,
-        accepts: kubelet_serving,
-    },
-];
-
-/// Signs `request` when one of [`SIGNERS`] is its signer, it is approved and not yet
-/// issued; marks it Failed when it is not what its signer signs.
-async fn sign_if_due(
+/// Writes `change` to the stored request named as `request` is, through `subresource`, and
+/// only to that very request: one deleted and re-created under its name meanwhile gets a 409
+/// ("… while it was being `doing`") and waits its own turn.
+pub(super) async fn update_request(
     registry: &Registry,
     requests: &ResourceType,
-    pki: &Pki,
     request: &Value,
+    subresource: Subresource,
+    doing: &str,
+    change: impl Fn(&mut Value),
 ) -> ApiResult<()> {
-    let issued = request
-        .pointer("/status/certificate")
-        .and_then(Value::as_str)
-        .is_some_and(|c| !c.is_empty());
-    let signer_name = certificates::signer_name(request);
-    let Some(signer) = SIGNERS.iter().find(|s| s.name == signer_name) else {
-        return Ok(());
-    };
-    if issued || !certificates::is_approved(request) {
-        return Ok(());
-    }
-    let usages: Vec<&str> = request
-        .pointer("/spec/usages")
-        .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let der = certificates::request_der(request)
-        .map_err(|why| ApiError::internal(format!("the request does not parse: {why}")))?;
-    let facts = RequestFacts::parse(&der)
-        .map_err(|why| ApiError::internal(format!("the request does not parse: {why}")))?;
-    let outcome = match (signer.accepts)(&facts, &usages) {
-        Err(why) => Outcome::Failed(why),
-        Ok(()) => {
-            let pem = pki
-                .sign_request(&der, &usages, validity(request))
-                .map_err(|error| ApiError::internal(format!("signing failed: {error}")))?;
-            Outcome::Issued(pem)
-        }
-    };
     let name = crate::object::name(request);
-    let uid = crate::object::uid(request).to_string();
+    let uid = crate::object::uid(request);
     registry
         .guarded_update(
             requests,
             None,
             name,
             None,
-            Subresource::Status,
+            subresource,
             &WriteOptions::default(),
             |current| {
-                // Signed for this very request: one recreated under the name waits its turn.
                 if crate::object::uid(current) != uid {
                     return Err(ApiError::conflict(
                         crate::status::Target {
@@ -187,33 +195,14 @@ async fn sign_if_due(
                             resource: certificates::PLURAL,
                             name,
                         },
-                        "the request was replaced while it was being signed",
+                        &format!("the request was replaced while it was being {doing}"),
                     ));
                 }
                 let mut next = current.clone();
                 if !next["status"].is_object() {
                     next["status"] = json!({});
                 }
-                match &outcome {
-                    Outcome::Issued(pem) => {
-                        use base64::Engine as _;
-                        next["status"]["certificate"] =
-                            json!(base64::engine::general_purpose::STANDARD.encode(pem));
-                    }
-                    Outcome::Failed(why) => {
-                        let mut conditions = next["status"]["conditions"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default();
-                        conditions.push(json!({
-                            "type": "Failed",
-                            "status": "True",
-                            "reason": "SignerValidationFailure",
-                            "message": why,
-                        }));
-                        next["status"]["conditions"] = json!(conditions);
-                    }
-                }
+                change(&mut next);
                 Ok(next)
             },
         )
@@ -221,13 +210,27 @@ async fn sign_if_due(
     Ok(())
 }
 
-enum Outcome {
-    Issued(String),
-    Failed(String),
+/// Appends `condition` to the request's `status.conditions`.
+pub(super) fn append_condition(request: &mut Value, condition: Value) {
+    let mut conditions = request["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    conditions.push(condition);
+    request["status"]["conditions"] = Value::Array(conditions);
+}
+
+/// The request's `spec.usages`.
+pub(super) fn usages(request: &Value) -> Vec<&str> {
+    request
+        .pointer("/spec/usages")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// Upstream's `validAPIServerClientUsages`.
-fn client_usages(usages: &[&str]) -> Result<(), String> {
+pub(super) fn client_usages(usages: &[&str]) -> Result<(), String> {
     let mut client_auth = false;
     for usage in usages {
         match *usage {
@@ -246,8 +249,8 @@ fn client_usages(usages: &[&str]) -> Result<(), String> {
 /// What the signers' checks read of a PKCS#10 request (upstream reads Go's
 /// `x509.CertificateRequest`).
 #[derive(Debug, Default, PartialEq)]
-struct RequestFacts {
-    common_name: String,
+pub(super) struct RequestFacts {
+    pub(super) common_name: String,
     organizations: Vec<String>,
     dns_names: usize,
     ip_addresses: usize,
@@ -256,7 +259,7 @@ struct RequestFacts {
 }
 
 impl RequestFacts {
-    fn parse(der: &[u8]) -> Result<RequestFacts, String> {
+    pub(super) fn parse(der: &[u8]) -> Result<RequestFacts, String> {
         use x509_parser::certification_request::X509CertificationRequest;
         use x509_parser::extensions::{GeneralName, ParsedExtension};
         let (_, csr) = X509CertificationRequest::from_der(der)
@@ -325,8 +328,8 @@ fn exact_usages(usages: &[&str], required: &[&str]) -> Result<(), String> {
     Err(format!("usages did not match [{}]", listed.join(" ")))
 }
 
-/// Upstream's `ValidateKubeletClientCSR`.
-fn kubelet_client(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> {
+/// Upstream's `ValidateKubeletClientCSR` (`IsKubeletClientCSR` when it passes).
+pub(super) fn kubelet_client(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> {
     facts.is_node_organization()?;
     for (count, what) in [
         (facts.dns_names, "DNS"),
@@ -343,7 +346,7 @@ fn kubelet_client(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> {
 }
 
 /// Upstream's `ValidateKubeletServingCSR`.
-fn kubelet_serving(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> {
+pub(super) fn kubelet_serving(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> {
     facts.is_node_organization()?;
     if facts.dns_names == 0 && facts.ip_addresses == 0 {
         return Err("DNS or IP subjectAltName is required".into());
@@ -356,17 +359,6 @@ fn kubelet_serving(facts: &RequestFacts, usages: &[&str]) -> Result<(), String> 
     }
     exact_usages(usages, &["digital signature", "server auth"])?;
     facts.is_node_common_name()
-}
-
-/// The validity granted: what the request asks, within [10 minutes, a year].
-fn validity(request: &Value) -> Duration {
-    match request
-        .pointer("/spec/expirationSeconds")
-        .and_then(Value::as_u64)
-    {
-        Some(seconds) => Duration::from_secs(seconds).clamp(MIN_VALIDITY, MAX_VALIDITY),
-        None => MAX_VALIDITY,
-    }
 }
 
 #[cfg(test)]
@@ -452,19 +444,5 @@ mod tests {
             kubelet_serving(&RequestFacts { uris: 1, ..named }, &usages),
             Err("URI subjectAltNames are not allowed".into())
         );
-    }
-
-    #[test]
-    fn validity_honours_expiration_seconds_within_bounds() {
-        let with = |seconds: Option<u64>| {
-            let mut request = json!({"spec": {}});
-            if let Some(seconds) = seconds {
-                request["spec"]["expirationSeconds"] = json!(seconds);
-            }
-            validity(&request)
-        };
-        assert_eq!(with(Some(3600)), Duration::from_secs(3600));
-        assert_eq!(with(None), MAX_VALIDITY);
-        assert_eq!(with(Some(10 * MAX_VALIDITY.as_secs())), MAX_VALIDITY);
     }
 }
