@@ -2,7 +2,8 @@
 //!
 //! kube-rs splits the stream on newlines, so every event is one compact line (api-surface
 //! §4.2). Plain JSON watches get their lines already encoded by the watch cache, once for all
-//! watchers (see [`crate::watch_cache`]). The stream ends at `timeoutSeconds`, at server shutdown, or after an in-stream error.
+//! watchers (see [`crate::watch_cache`]). The stream ends at `timeoutSeconds`, at server
+//! shutdown, or after an in-stream error.
 
 use std::sync::Arc;
 use std::time::Duration;
