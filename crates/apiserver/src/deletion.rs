@@ -114,12 +114,6 @@ pub enum Graceful {
     },
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 /// PG1: the grace period a pod gets: the request's, else its spec's, else 0; and 0 for a pod
 /// that was never scheduled or has finished.
 pub fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
@@ -160,7 +154,7 @@ pub fn check_graceful(stored: &Value, options: &DeleteOptions, now: DateTime<Utc
         return match requested {
             Some(g) if g < current => {
                 let stamp = object::meta_str(stored, "deletionTimestamp")
-                    .and_then(parse_time)
+                    .and_then(crate::object::parse_timestamp)
                     .unwrap_or(now);
                 Graceful::Set {
                     deletion_timestamp: object::timestamp(
@@ -345,8 +339,11 @@ mod tests {
                 deletion_timestamp: moved,
                 grace_seconds: 10,
             } => {
-                let before = parse_time(&deletion_timestamp).unwrap();
-                assert_eq!(before - parse_time(&moved).unwrap(), Duration::seconds(20));
+                let before = crate::object::parse_timestamp(&deletion_timestamp).unwrap();
+                assert_eq!(
+                    before - crate::object::parse_timestamp(&moved).unwrap(),
+                    Duration::seconds(20)
+                );
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -158,6 +158,13 @@ pub fn timestamp(time: chrono::DateTime<chrono::Utc>) -> String {
     time.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// A Kubernetes timestamp (RFC 3339) as UTC; None when it does not parse.
+pub fn parse_timestamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
 pub fn now() -> String {
     timestamp(chrono::Utc::now())
 }

@@ -291,7 +291,7 @@ impl JobController {
         let mut start_time = status
             .get("startTime")
             .and_then(Value::as_str)
-            .and_then(parse_time);
+            .and_then(crate::object::parse_timestamp);
         let mut conditions = conditions(&status);
         let mut again: Option<Duration> = None;
         let mut events: Vec<(&str, &str, String)> = Vec::new();
@@ -773,12 +773,6 @@ fn spec_count(spec: &Value, field: &str) -> Option<i64> {
     spec.get(field).and_then(Value::as_i64)
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 fn conditions(status: &Value) -> Vec<Value> {
     status
         .get("conditions")
@@ -819,7 +813,7 @@ fn finished_at(status: &Value) -> Option<DateTime<Utc>> {
             .map(|c| {
                 c.get("lastTransitionTime")
                     .and_then(Value::as_str)
-                    .and_then(parse_time)
+                    .and_then(crate::object::parse_timestamp)
                     .unwrap_or_else(Utc::now)
             })
     })

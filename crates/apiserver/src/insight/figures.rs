@@ -54,12 +54,6 @@ pub struct Figures {
     pub oldest_stuck_age_seconds: f64,
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 /// Reads Leases once each per computation.
 struct Leases<'a> {
     registry: &'a Registry,
@@ -174,8 +168,14 @@ pub async fn claim_status(
 
 fn oldest(objects: &[Terminating]) -> Option<&Terminating> {
     objects.iter().min_by(|a, b| {
-        (parse_time(&a.deletion_timestamp), &a.key)
-            .cmp(&(parse_time(&b.deletion_timestamp), &b.key))
+        (
+            crate::object::parse_timestamp(&a.deletion_timestamp),
+            &a.key,
+        )
+            .cmp(&(
+                crate::object::parse_timestamp(&b.deletion_timestamp),
+                &b.key,
+            ))
     })
 }
 
@@ -225,7 +225,7 @@ pub async fn figures(registry: &Arc<Registry>, index: &TerminatingIndex) -> ApiR
             }
             stuck |= !any_live;
         }
-        if stuck && let Some(since) = parse_time(&object.deletion_timestamp) {
+        if stuck && let Some(since) = crate::object::parse_timestamp(&object.deletion_timestamp) {
             oldest_stuck = Some(oldest_stuck.map_or(since, |o| o.min(since)));
         }
     }

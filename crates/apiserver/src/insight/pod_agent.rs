@@ -90,7 +90,9 @@ impl Explainer<'_> {
         this: &ObjectRef,
         pod: &Value,
     ) -> ApiResult<Option<CauseNode>> {
-        let Some(ends) = object::meta_str(pod, "deletionTimestamp").and_then(parse_time) else {
+        let Some(ends) =
+            object::meta_str(pod, "deletionTimestamp").and_then(crate::object::parse_timestamp)
+        else {
             return Ok(None);
         };
         let grace = object::metadata(pod)
@@ -229,10 +231,4 @@ pub(crate) fn agent_evidence(cause: &mut CauseNode, agent: &Agent, now: DateTime
             }
         }
     }
-}
-
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }

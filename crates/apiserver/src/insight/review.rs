@@ -81,12 +81,6 @@ pub fn human(duration: Duration) -> String {
     }
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 pub(crate) fn plural(count: usize, one: &str, many: &str) -> String {
     if count == 1 {
         format!("1 {one}")
@@ -447,7 +441,10 @@ impl<'a> Explainer<'a> {
                     "{who}; its Lease {lease_name} is held by {holder} and was renewed {} ago: the controller is alive and removes the finalizer once it has cleaned up{cleanup}",
                     human(self.now - *renewed)
                 );
-                let deleting_for = since.as_deref().and_then(parse_time).map(|t| self.now - t);
+                let deleting_for = since
+                    .as_deref()
+                    .and_then(crate::object::parse_timestamp)
+                    .map(|t| self.now - t);
                 if let (Some(max), Some(deleting_for)) = (spec.max_cleanup_seconds, deleting_for)
                     && deleting_for > Duration::seconds(max)
                 {

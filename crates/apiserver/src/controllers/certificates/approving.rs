@@ -33,6 +33,7 @@ use super::{
 use crate::authn::Identity;
 use crate::authz::{Attributes, Authorizer};
 use crate::kinds::certificates::{self, KUBE_APISERVER_CLIENT_KUBELET_SIGNER};
+use crate::object::string_list;
 use crate::registry::{Registry, Subresource};
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
@@ -89,23 +90,15 @@ fn spec_text<'a>(request: &'a Value, field: &str) -> &'a str {
 
 /// The requester as the server recorded it in the request's spec.
 fn requester(request: &Value) -> Identity {
-    let strings = |value: &Value| -> Vec<String> {
-        value
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|item| item.as_str().map(str::to_string))
-            .collect()
-    };
     Identity {
         user: spec_text(request, "username").to_string(),
         uid: spec_text(request, "uid").to_string(),
-        groups: strings(&request["spec"]["groups"]),
+        groups: string_list(request.pointer("/spec/groups")),
         extra: request["spec"]["extra"]
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(key, values)| (key.clone(), strings(values)))
+            .map(|(key, values)| (key.clone(), string_list(Some(values))))
             .collect(),
     }
 }

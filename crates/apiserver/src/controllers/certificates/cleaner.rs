@@ -41,14 +41,7 @@ const PENDING_EXPIRATION: TimeDelta = TimeDelta::hours(24);
 
 pub fn spawn(registry: Arc<Registry>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Some(requests) =
-            registry
-                .catalog()
-                .lookup(certificates::GROUP, "v1", certificates::PLURAL)
-        else {
-            tracing::error!(
-                "the CSR cleaner cannot start: certificatesigningrequests are not served"
-            );
+        let Some(requests) = super::served_requests(&registry, "csrcleaner") else {
             return;
         };
         loop {
@@ -87,9 +80,7 @@ async fn clean(
         let options = DeleteOptions {
             preconditions: Preconditions {
                 uid: Some(crate::object::uid(request).to_string()),
-                resource_version: request
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
+                resource_version: crate::object::meta_str(request, "resourceVersion")
                     .map(str::to_string),
             },
             ..DeleteOptions::default()
@@ -116,7 +107,7 @@ fn why_clean(request: &Value, now: DateTime<Utc>) -> Option<&'static str> {
         certificates::conditions_of(request, kind).iter().any(|c| {
             c.get("lastUpdateTime")
                 .and_then(Value::as_str)
-                .and_then(parse_time)
+                .and_then(crate::object::parse_timestamp)
                 .is_some_and(|at| now - at > limit)
         })
     };
@@ -133,7 +124,7 @@ fn why_clean(request: &Value, now: DateTime<Utc>) -> Option<&'static str> {
     let created = request
         .pointer("/metadata/creationTimestamp")
         .and_then(Value::as_str)
-        .and_then(parse_time);
+        .and_then(crate::object::parse_timestamp);
     if crate::object::status_conditions(request).is_empty()
         && created.is_some_and(|at| now - at > PENDING_EXPIRATION)
     {
@@ -143,12 +134,6 @@ fn why_clean(request: &Value, now: DateTime<Utc>) -> Option<&'static str> {
         return Some("the associated certificate is expired");
     }
     None
-}
-
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// The `notAfter` of the request's issued certificate (its first PEM block).
@@ -169,7 +154,7 @@ mod tests {
     use super::*;
 
     fn at(text: &str) -> DateTime<Utc> {
-        parse_time(text).expect("a time")
+        crate::object::parse_timestamp(text).expect("a time")
     }
 
     fn request(conditions: Value, certificate: Option<&str>) -> Value {

@@ -72,6 +72,21 @@ impl Backoff {
     }
 }
 
+/// The served `certificatesigningrequests` resource; None, logged as `controller` failing
+/// to start, when it is not served.
+pub(super) fn served_requests(registry: &Registry, controller: &str) -> Option<Arc<ResourceType>> {
+    let requests = registry
+        .catalog()
+        .lookup(certificates::GROUP, "v1", certificates::PLURAL);
+    if requests.is_none() {
+        tracing::error!(
+            controller,
+            "a certificate controller cannot start: certificatesigningrequests are not served"
+        );
+    }
+    requests
+}
+
 /// Calls `handle` with every CertificateSigningRequest that is created or changes, until
 /// `shutdown`. The watch starts from a full list, so requests written while no controller
 /// ran are handled at start; a watch that ends is opened again after half a second. A
@@ -87,14 +102,7 @@ pub(super) async fn follow_requests<F, Fut>(
     F: Fn(Arc<ResourceType>, Arc<Value>) -> Fut,
     Fut: Future<Output = ApiResult<Handled>>,
 {
-    let Some(requests) = registry
-        .catalog()
-        .lookup(certificates::GROUP, "v1", certificates::PLURAL)
-    else {
-        tracing::error!(
-            controller,
-            "a certificate controller cannot start: certificatesigningrequests are not served"
-        );
+    let Some(requests) = served_requests(registry, controller) else {
         return;
     };
     let (retries, mut due) = mpsc::unbounded_channel::<String>();
