@@ -65,6 +65,10 @@ pub struct CachedEvent {
     /// them. Weak, so that an event kept in the history does not also keep its encodings:
     /// memory stays bounded by what is in flight to clients.
     lines: Mutex<[Weak<Vec<u8>>; 3]>,
+    /// The previous object at this event's revision, which every watcher that sees this event
+    /// as DELETED sends: made by the first, shared with the others while one holds it (weak,
+    /// as the lines are).
+    gone: Mutex<Weak<Value>>,
 }
 
 impl CachedEvent {
@@ -82,7 +86,25 @@ impl CachedEvent {
             previous,
             stored_bytes,
             lines: Mutex::default(),
+            gone: Mutex::default(),
         }
+    }
+
+    /// What a DELETED event of this change carries: the previous object, with this event's
+    /// revision as its resourceVersion (api-surface §4.3). Copied once for all the watchers
+    /// sending it, rather than once each. None when there was no previous object.
+    fn previous_at_revision(&self) -> Option<Arc<Value>> {
+        let previous = self.previous.as_ref()?;
+        // As for the lines: a poisoned lock still holds a valid weak reference.
+        let mut gone = self.gone.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = gone.upgrade() {
+            return Some(shared);
+        }
+        let mut copy = (**previous).clone();
+        set_resource_version(&mut copy, self.revision);
+        let copy = Arc::new(copy);
+        *gone = Arc::downgrade(&copy);
+        Some(copy)
     }
 
     /// The JSON watch line of this event sent as `event_type` with `object`, encoded by the
@@ -832,18 +854,15 @@ impl EventFilter {
                     (false, true) => Some(self.change(event, "ADDED", Arc::clone(object))),
                     (true, true) => Some(self.change(event, "MODIFIED", Arc::clone(object))),
                     (true, false) => {
-                        let mut gone = (**was?).clone();
-                        set_resource_version(&mut gone, event.revision);
-                        Some(self.change(event, "DELETED", Arc::new(gone)))
+                        Some(self.change(event, "DELETED", event.previous_at_revision()?))
                     }
                     (false, false) => None,
                 }
             }
             None => {
                 // W-rules: DELETED carries the last stored state at the deletion's revision.
-                let mut last = (**was?).clone();
-                set_resource_version(&mut last, event.revision);
-                Some(self.change(event, "DELETED", Arc::new(last)))
+                was?;
+                Some(self.change(event, "DELETED", event.previous_at_revision()?))
             }
         }
     }
@@ -1135,7 +1154,7 @@ mod tests {
         // the new revision) for the selective one.
         let relabelled = json!({"metadata": {"name": "a", "namespace": "default",
             "labels": {"tier": "db"}}, "data": {"k": "v"}});
-        let changed = put_object(&store, key, relabelled).await;
+        let changed = put_object(&store, key.clone(), relabelled).await;
         let (kind, _, line) = next_item(&mut first).await;
         assert_eq!(kind, "MODIFIED");
         drop(line);
@@ -1149,6 +1168,34 @@ mod tests {
             sent["object"]["metadata"]["resourceVersion"],
             changed.to_string()
         );
+
+        // A delete: every watcher sends one copy of the last state, at the delete's revision.
+        drop((object, line));
+        next_item(&mut second).await;
+        next_item(&mut in_process).await;
+        let deleted = match store
+            .write(
+                WriteOp::Delete {
+                    key: key.into_bytes(),
+                },
+                Precondition::None,
+            )
+            .await
+            .expect("delete")
+        {
+            WriteOutcome::Committed(result) => result.revision,
+            other => panic!("an unconditional delete was refused: {other:?}"),
+        };
+        let (kind, one, _) = next_item(&mut first).await;
+        let (_, other, _) = next_item(&mut second).await;
+        let (_, in_process_copy, _) = next_item(&mut in_process).await;
+        assert_eq!(kind, "DELETED");
+        assert!(Arc::ptr_eq(&one, &other) && Arc::ptr_eq(&one, &in_process_copy));
+        assert_eq!(one["metadata"]["resourceVersion"], deleted.to_string());
+        assert_eq!(one["metadata"]["labels"]["tier"], "db");
+        drop((one, other, in_process_copy));
+        let event = cache.lock_history().events.back().cloned().expect("event");
+        assert!(event.gone.lock().expect("gone").upgrade().is_none());
         shutdown.cancel();
     }
 }

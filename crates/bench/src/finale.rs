@@ -107,6 +107,13 @@ pub fn memory_of(pid: u32) -> anyhow::Result<Memory> {
     })
 }
 
+/// Resets a process's `VmHWM` to its current `VmRSS` (Linux: `5` written to
+/// `/proc/PID/clear_refs`), so that the next [`memory_of`] reads the peak of what follows.
+pub fn reset_peak_memory(pid: u32) -> anyhow::Result<()> {
+    let path = format!("/proc/{pid}/clear_refs");
+    std::fs::write(&path, "5").with_context(|| format!("write 5 to {path} (resets VmHWM)"))
+}
+
 /// CPU time (user + system) a process has used so far, in seconds, from `/proc/PID/stat`.
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let path = format!("/proc/{pid}/stat");

@@ -112,6 +112,9 @@ struct Cli {
         default_values_t = [0, 10_000, 100_000, 300_000]
     )]
     memory_sizes: Vec<u64>,
+    /// ConfigMaps of 1 KiB in the listed collection (lists).
+    #[arg(long, global = true, value_name = "N", default_value_t = 100_000)]
+    list_objects: u64,
     /// Watchers of each target (watch-fanout).
     #[arg(long, global = true, value_name = "N", default_value_t = 1_000)]
     watchers: u64,
@@ -149,6 +152,9 @@ enum Scenario {
     /// Resident memory holding 0, 10 000, 100 000 and 300 000 ConfigMaps of 1 KiB, against
     /// etcd holding the same keys.
     Memory,
+    /// A list of 100 000 ConfigMaps of 1 KiB in pages of 500 and in one response: time and
+    /// peak memory added, against etcd ranges of the same keys.
+    Lists,
     /// Delivery latency to 1 000 watchers (of the type, of one namespace) with 200 writes/s,
     /// and the server's CPU, against etcd watches of the same keys.
     WatchFanout,
@@ -186,7 +192,7 @@ enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 17] = [
+    const ALL: [Scenario; 18] = [
         Scenario::Store,
         Scenario::HttpCreate,
         Scenario::RbacCreate,
@@ -194,6 +200,7 @@ impl Scenario {
         Scenario::ColdStart,
         Scenario::IdleRss,
         Scenario::Memory,
+        Scenario::Lists,
         Scenario::WatchFanout,
         Scenario::DeletionInsight,
         Scenario::CloudGc,
@@ -215,6 +222,7 @@ impl Scenario {
             Scenario::ColdStart => "cold-start",
             Scenario::IdleRss => "idle-rss",
             Scenario::Memory => "memory",
+            Scenario::Lists => "lists",
             Scenario::WatchFanout => "watch-fanout",
             Scenario::NamespaceTeardown => "namespace-teardown",
             Scenario::FinalizerRemoval => "finalizer-removal",
@@ -238,6 +246,7 @@ impl Scenario {
             Scenario::ColdStart => scenarios::cold_start::run(settings, report).await,
             Scenario::IdleRss => scenarios::idle_rss::run(settings, report).await,
             Scenario::Memory => scenarios::memory::run(settings, report).await,
+            Scenario::Lists => scenarios::lists::run(settings, report).await,
             Scenario::WatchFanout => scenarios::watch_fanout::run(settings, report).await,
             Scenario::NamespaceTeardown => {
                 scenarios::namespace_teardown::run(settings, report).await
@@ -300,12 +309,16 @@ async fn main() -> anyhow::Result<()> {
         plan_dependents: cli.plan_dependents,
         pods: cli.pods,
         memory_sizes: cli.memory_sizes.clone(),
+        list_objects: cli.list_objects,
         watchers: cli.watchers,
         watch_rate: cli.watch_rate,
         audit_log_dir: cli.audit_log_dir.clone(),
     };
     if !(1..=10_000).contains(&settings.watchers) || !(1..=10_000).contains(&settings.watch_rate) {
         bail!("--watchers and --watch-rate must be between 1 and 10000");
+    }
+    if !(1..=MAX_OBJECTS).contains(&settings.list_objects) {
+        bail!("--list-objects must be between 1 and {MAX_OBJECTS}");
     }
     if settings.memory_sizes.iter().any(|&n| n > MAX_OBJECTS) {
         bail!("--memory-sizes must each be at most {MAX_OBJECTS}");

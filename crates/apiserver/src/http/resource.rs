@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use rand::Rng;
 use serde_json::Value;
@@ -658,19 +658,48 @@ impl ResourceRequest<'_> {
                 &[super::component_status::DEPRECATION.to_string()],
             ));
         }
+        let options = self.query.list_options()?;
+        if self.plain_json_list()
+            && let Some(chunks) = self
+                .state
+                .registry
+                .list_streamed(self.resource, self.namespace(), &options)
+                .await?
+        {
+            return Ok((
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                Body::from_stream(chunks),
+            )
+                .into_response());
+        }
         let mut list = self
             .state
             .registry
-            .list(self.resource, self.namespace(), &self.query.list_options()?)
+            .list(self.resource, self.namespace(), &options)
             .await?;
         self.computed_status(&mut list).await?;
         self.respond(StatusCode::OK, &list)
     }
 
+    /// A list answered as the registry reads it (a streamed list): plain JSON, no Table, no
+    /// `PartialObjectMetadataList`, no status computed on read.
+    fn plain_json_list(&self) -> bool {
+        !wants_table(self.headers)
+            && metadata::requested(self.headers).is_none()
+            && !self.has_computed_status()
+    }
+
+    fn has_computed_status(&self) -> bool {
+        self.resource.group == crate::insight::GROUP && self.resource.plural == "finalizerclaims"
+    }
+
     /// A `FinalizerClaim`'s status is computed on read (see [`crate::insight::figures`]).
     async fn computed_status(&self, object: &mut Value) -> ApiResult<()> {
-        if self.resource.group == crate::insight::GROUP && self.resource.plural == "finalizerclaims"
-        {
+        if self.has_computed_status() {
             self.state.insight.with_claim_status(object).await?;
         }
         Ok(())

@@ -35,6 +35,7 @@ pub mod fence;
 mod pods;
 pub mod provenance;
 mod read;
+mod streamed_list;
 mod update;
 
 use update::*;
@@ -43,6 +44,7 @@ pub use admit::{WritePermissions, manager_from_user_agent};
 pub use pods::{Disruption, set_pod_condition};
 pub use provenance::Actor;
 pub use read::parse_selectors;
+pub use streamed_list::ListChunks;
 
 use crate::deletion::{self, Graceful};
 use crate::field_validation::FieldValidation;

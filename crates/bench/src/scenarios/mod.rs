@@ -15,6 +15,7 @@ pub mod garbage_collection;
 pub mod high_availability;
 pub mod http_create;
 pub mod idle_rss;
+pub mod lists;
 pub mod memory;
 pub mod namespace_teardown;
 pub mod objects;
@@ -69,6 +70,8 @@ pub struct Settings {
     pub watch_rate: u64,
     /// The sizes `memory` grows both sides through, ascending.
     pub memory_sizes: Vec<u64>,
+    /// ConfigMaps in the collection `lists` reads.
+    pub list_objects: u64,
     /// Where `rbac-create`'s audited server writes its log; None: beside its store.
     pub audit_log_dir: Option<PathBuf>,
 }
