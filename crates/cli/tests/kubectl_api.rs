@@ -523,6 +523,64 @@ fn newer_create_generators_send_protobuf_that_the_server_decodes() {
         json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "rails"}}}),
         "{budget:#}"
     );
+
+    // `kubectl autoscale` sends an autoscaling/v1 HorizontalPodAutoscaler in protobuf, and
+    // `kubectl get` prints it with upstream's columns.
+    env.ok(&[
+        "create",
+        "deployment",
+        "rails",
+        "-n",
+        "team2",
+        "--image=nginx",
+    ]);
+    let out = env.ok(&[
+        "autoscale",
+        "deployment",
+        "rails",
+        "-n",
+        "team2",
+        "--min=2",
+        "--max=5",
+        "--cpu-percent=80",
+    ]);
+    assert!(out.contains("autoscaled"), "{out}");
+    let autoscaler = env.get_json(&[
+        "horizontalpodautoscalers.v1.autoscaling",
+        "rails",
+        "-n",
+        "team2",
+    ]);
+    assert_eq!(
+        autoscaler["spec"],
+        json!({"scaleTargetRef": {"kind": "Deployment", "name": "rails", "apiVersion": "apps/v1"},
+               "minReplicas": 2, "maxReplicas": 5, "targetCPUUtilizationPercentage": 80}),
+        "{autoscaler:#}"
+    );
+    let table = env.ok(&["get", "hpa", "rails", "-n", "team2"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert!(
+        table.contains("Deployment/rails") && table.contains("cpu: <unknown>/80%"),
+        "{table}"
+    );
 }
 
 #[test]

@@ -9,9 +9,9 @@
 //! messages and writes the JSON Go's `encoding/json` would write for the same object,
 //! without nulls — the k8s-openapi serde form (see `json.rs` for the rules per Go type).
 //!
-//! Kinds decoded (every kind a `kubectl create` generator sends): core/v1 Namespace,
-//! ConfigMap, Secret, ServiceAccount, Service, Pod, ResourceQuota; apps/v1 Deployment,
-//! ReplicaSet; batch/v1 Job, CronJob; networking.k8s.io/v1 Ingress; policy/v1
+//! Kinds decoded (every kind a `kubectl create` generator sends, and `kubectl autoscale`'s):
+//! core/v1 Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod, ResourceQuota; apps/v1
+//! Deployment, ReplicaSet; autoscaling/v1 HorizontalPodAutoscaler; batch/v1 Job, CronJob; networking.k8s.io/v1 Ingress; policy/v1
 //! PodDisruptionBudget; scheduling.k8s.io/v1 PriorityClass; coordination.k8s.io/v1 Lease;
 //! rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding, ClusterRoleBinding;
 //! authorization.k8s.io/v1 SubjectAccessReview (and its self and local forms),
@@ -30,6 +30,7 @@
 
 mod apps;
 mod authentication;
+mod autoscaling;
 mod batch;
 mod certificates;
 mod coordination;
@@ -174,6 +175,9 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "ResourceQuota") => object.convert(core_v1::resource_quota),
         ("apps/v1", "Deployment") => object.convert(apps::deployment),
         ("apps/v1", "ReplicaSet") => object.convert(apps::replica_set),
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => {
+            object.convert(autoscaling::horizontal_pod_autoscaler)
+        }
         ("batch/v1", "Job") => object.convert(batch::job),
         ("batch/v1", "CronJob") => object.convert(batch::cron_job),
         ("networking.k8s.io/v1", "Ingress") => object.convert(networking::ingress),

@@ -248,6 +248,55 @@ fn a_kubectl_cronjob_body_decodes_to_what_kubectl_prints_for_a_client_dry_run() 
 }
 
 #[test]
+fn a_kubectl_autoscale_body_decodes_to_the_autoscaling_v1_object() {
+    assert_eq!(
+        fixture("autoscale.pb"),
+        json!({"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v1",
+               "metadata": {"name": "web"},
+               "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web",
+                                           "apiVersion": "apps/v1"},
+                        "minReplicas": 2, "maxReplicas": 5,
+                        "targetCPUUtilizationPercentage": 80},
+               "status": {"currentReplicas": 0, "desiredReplicas": 0}})
+    );
+}
+
+#[test]
+fn an_autoscaler_status_keeps_its_times_and_pointers() {
+    use k8s_pb::api::autoscaling::v1 as autoscaling;
+    let autoscaler = autoscaling::HorizontalPodAutoscaler {
+        metadata: go_meta("hpa", &[]),
+        spec: Some(autoscaling::HorizontalPodAutoscalerSpec {
+            scale_target_ref: Some(autoscaling::CrossVersionObjectReference {
+                kind: s("Deployment"),
+                name: s("web"),
+                api_version: s(""),
+            }),
+            min_replicas: None,
+            max_replicas: Some(3),
+            target_cpu_utilization_percentage: None,
+        }),
+        status: Some(autoscaling::HorizontalPodAutoscalerStatus {
+            observed_generation: Some(0),
+            last_scale_time: time(SECONDS),
+            current_replicas: Some(2),
+            desired_replicas: Some(3),
+            current_cpu_utilization_percentage: Some(0),
+        }),
+    };
+    assert_eq!(
+        decode("autoscaling/v1", "HorizontalPodAutoscaler", &autoscaler),
+        json!({"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v1",
+               "metadata": {"name": "hpa"},
+               "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                        "maxReplicas": 3},
+               "status": {"observedGeneration": 0, "lastScaleTime": "2026-11-22T01:02:03Z",
+                          "currentReplicas": 2, "desiredReplicas": 3,
+                          "currentCPUUtilizationPercentage": 0}})
+    );
+}
+
+#[test]
 fn create_poddisruptionbudget_with_its_status_times() {
     use k8s_pb::api::policy::v1 as policy;
     let budget = policy::PodDisruptionBudget {

@@ -26,7 +26,9 @@
 //! - [`storage`] has persistent volumes and claims, storage classes, CSI drivers and nodes,
 //!   volume attachments;
 //! - [`cluster`] has RBAC bindings, priority and runtime classes, disruption budgets, leases and
-//!   Finale's own kinds.
+//!   Finale's own kinds;
+//! - [`control_plane`] has admission webhook configurations and policies, FlowSchemas and
+//!   priority levels.
 //!
 //! # Caveats
 //! - Objects are printed as stored. Upstream prints defaulted objects, so the few defaults the
@@ -41,6 +43,7 @@
 
 mod batch;
 mod cluster;
+mod control_plane;
 mod core;
 mod custom;
 mod events;
@@ -162,7 +165,11 @@ fn render(resource: &ResourceType, body: &Value, with_definitions: bool, clock: 
     let printer = Printer::for_body(resource, body);
     let is_list = body.get("kind").and_then(Value::as_str) == Some(resource.list_kind.as_str());
     let rows: Vec<Value> = match body.get("items").and_then(Value::as_array) {
-        Some(items) if is_list => items.iter().map(|item| printer.row(item, clock)).collect(),
+        Some(items) if is_list => printer
+            .in_order(items)
+            .into_iter()
+            .map(|item| printer.row(item, clock))
+            .collect(),
         _ => vec![printer.row(body, clock)],
     };
     let definitions: Vec<Value> = if with_definitions {
@@ -276,6 +283,8 @@ type Cells = fn(&Value, &Clock) -> Vec<Value>;
 
 /// A row's `conditions`, for the kinds that have them.
 type RowConditions = fn(&Value) -> Option<Value>;
+/// The order a printer lists rows in, when upstream sorts them (FlowSchemas by precedence).
+type RowOrder = fn(&Value, &Value) -> std::cmp::Ordering;
 
 /// How the objects of one built-in kind print: its columns, and the cells (one per column)
 /// and row conditions of one object.
@@ -283,6 +292,8 @@ struct BuiltinPrinter {
     columns: &'static [Column],
     cells: Cells,
     conditions: RowConditions,
+    /// None: rows in the list's own (key) order.
+    order: Option<RowOrder>,
 }
 
 impl BuiltinPrinter {
@@ -291,7 +302,13 @@ impl BuiltinPrinter {
             columns,
             cells,
             conditions: no_row_conditions,
+            order: None,
         }
+    }
+
+    const fn with_order(mut self, order: RowOrder) -> BuiltinPrinter {
+        self.order = Some(order);
+        self
     }
 
     const fn with_conditions(mut self, conditions: RowConditions) -> BuiltinPrinter {
@@ -560,6 +577,78 @@ const PRINTERS: &[PrinterEntry] = &[
         cluster::FINALIZER_REMOVAL_COLUMNS,
         cluster::finalizer_removal_cells,
     ),
+    // admissionregistration.k8s.io/v1, flowcontrol.apiserver.k8s.io/v1
+    entry(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        control_plane::WEBHOOK_CONFIGURATION_COLUMNS,
+        control_plane::webhook_configuration_cells,
+    ),
+    entry(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        control_plane::WEBHOOK_CONFIGURATION_COLUMNS,
+        control_plane::webhook_configuration_cells,
+    ),
+    entry(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        control_plane::VALIDATING_ADMISSION_POLICY_COLUMNS,
+        control_plane::validating_admission_policy_cells,
+    ),
+    entry(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        control_plane::VALIDATING_ADMISSION_POLICY_BINDING_COLUMNS,
+        control_plane::validating_admission_policy_binding_cells,
+    ),
+    PrinterEntry {
+        group: "flowcontrol.apiserver.k8s.io",
+        plural: "flowschemas",
+        printer: BuiltinPrinter::new(
+            control_plane::FLOW_SCHEMA_COLUMNS,
+            control_plane::flow_schema_cells,
+        )
+        .with_order(control_plane::flow_schema_order),
+    },
+    entry(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        control_plane::PRIORITY_LEVEL_COLUMNS,
+        control_plane::priority_level_cells,
+    ),
+    entry(
+        "apiregistration.k8s.io",
+        "apiservices",
+        control_plane::API_SERVICE_COLUMNS,
+        control_plane::api_service_cells,
+    ),
+    // autoscaling
+    entry(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        workloads::HORIZONTAL_POD_AUTOSCALER_COLUMNS,
+        workloads::horizontal_pod_autoscaler_cells,
+    ),
+    // networking.k8s.io/v1 address management, storage.k8s.io/v1 capacities
+    entry(
+        "networking.k8s.io",
+        "ipaddresses",
+        networking::IP_ADDRESS_COLUMNS,
+        networking::ip_address_cells,
+    ),
+    entry(
+        "networking.k8s.io",
+        "servicecidrs",
+        networking::SERVICE_CIDR_COLUMNS,
+        networking::service_cidr_cells,
+    ),
+    entry(
+        "storage.k8s.io",
+        "csistoragecapacities",
+        storage::CSI_STORAGE_CAPACITY_COLUMNS,
+        storage::csi_storage_capacity_cells,
+    ),
 ];
 
 /// Upstream's default convertor.
@@ -602,6 +691,18 @@ impl Printer {
                 .chain(custom.iter().map(|c| c.column.clone()))
                 .collect(),
         }
+    }
+
+    /// The items of a list in the order their rows are printed.
+    fn in_order<'a>(&self, items: &'a [Value]) -> Vec<&'a Value> {
+        let mut ordered: Vec<&Value> = items.iter().collect();
+        if let Printer::Builtin(BuiltinPrinter {
+            order: Some(order), ..
+        }) = self
+        {
+            ordered.sort_by(|a, b| order(a, b));
+        }
+        ordered
     }
 
     fn row(&self, item: &Value, clock: &Clock) -> Value {

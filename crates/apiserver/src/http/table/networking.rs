@@ -311,6 +311,54 @@ pub(super) fn network_policy_cells(item: &Value, clock: &Clock) -> Vec<Value> {
     ]
 }
 
+pub(super) const SERVICE_CIDR_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "CIDRs",
+        "The ranges Service cluster IPs are allocated from.",
+    ),
+    AGE,
+];
+
+/// Upstream defines two columns (its printer also sends the age, which kubectl drops).
+pub(super) const IP_ADDRESS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("ParentRef", "The object the address is allocated to."),
+];
+
+pub(super) fn service_cidr_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    let cidrs: Vec<&str> = list(item, "/spec/cidrs")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    vec![
+        name_cell(item),
+        json!(cidrs.join(",")),
+        creation_age(item, clock),
+    ]
+}
+
+/// `services/default/kubernetes`: the parent's lower-cased group resource, its namespace if
+/// any, and its name; `<none>` without one.
+pub(super) fn ip_address_cells(item: &Value, _: &Clock) -> Vec<Value> {
+    let parent = match item.pointer("/spec/parentRef").filter(|v| !v.is_null()) {
+        Some(parent) => {
+            let resource = text(parent, "/resource");
+            let mut name = match optional_text(parent, "/group") {
+                Some(group) => format!("{resource}.{group}"),
+                None => resource.to_string(),
+            }
+            .to_lowercase();
+            if let Some(namespace) = optional_text(parent, "/namespace") {
+                name = format!("{name}/{namespace}");
+            }
+            format!("{name}/{}", text(parent, "/name"))
+        }
+        None => "<none>".to_string(),
+    };
+    vec![name_cell(item), json!(parent)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
@@ -586,5 +634,39 @@ mod tests {
         );
         // An empty selector picks every pod of the namespace.
         assert_eq!(policy(json!({}))[1], json!("<none>"));
+    }
+
+    #[test]
+    fn service_cidrs_and_ip_addresses() {
+        let cidrs = builtin("networking.k8s.io", "servicecidrs");
+        let cidr = json!({"metadata": meta("kubernetes", 60),
+            "spec": {"cidrs": ["10.96.0.0/12", "fd00::/108"]}});
+        assert_eq!(
+            cells(&cidrs, &cidr),
+            [
+                json!("kubernetes"),
+                json!("10.96.0.0/12,fd00::/108"),
+                json!("60s")
+            ]
+        );
+        let addresses = builtin("networking.k8s.io", "ipaddresses");
+        assert_eq!(
+            header_line(&addresses),
+            ["Name:string:0", "ParentRef:string:0"]
+        );
+        let address = json!({"metadata": meta("10.96.0.1", 60), "spec": {"parentRef": {
+            "group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}}});
+        assert_eq!(
+            cells(&addresses, &address),
+            [json!("10.96.0.1"), json!("services/default/kubernetes")]
+        );
+        let grouped = json!({"metadata": meta("10.0.0.9", 60), "spec": {"parentRef": {
+            "group": "Gateway.Networking.k8s.io", "resource": "Gateways", "name": "edge"}}});
+        assert_eq!(
+            cells(&addresses, &grouped)[1],
+            json!("gateways.gateway.networking.k8s.io/edge")
+        );
+        let orphan = json!({"metadata": meta("10.0.0.8", 60), "spec": {}});
+        assert_eq!(cells(&addresses, &orphan)[1], json!("<none>"));
     }
 }

@@ -290,6 +290,146 @@ fn controller_of(item: &Value) -> Option<String> {
     Some(format!("{}/{name}", kind.to_lowercase()))
 }
 
+pub(super) const HORIZONTAL_POD_AUTOSCALER_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Reference",
+        "The object whose replicas the autoscaler sets.",
+    ),
+    Column::string("Targets", "Each metric's current value against its target."),
+    Column::string("MinPods", "The fewest replicas the autoscaler sets."),
+    Column::string("MaxPods", "The most replicas the autoscaler sets."),
+    Column::string("Replicas", "The replicas the target has now."),
+    AGE,
+];
+
+/// Upstream's `printHorizontalPodAutoscaler`, on the `autoscaling/v2` form (a v1 object is
+/// read in that form first, as upstream prints its internal version).
+pub(super) fn horizontal_pod_autoscaler_cells(item: &Value, clock: &Clock) -> Vec<Value> {
+    let converted;
+    let item = if item.pointer("/spec/metrics").is_some() {
+        item
+    } else {
+        converted = crate::kinds::hpa::v1_to_v2(item.clone());
+        &converted
+    };
+    let min_pods = item
+        .pointer("/spec/minReplicas")
+        .and_then(Value::as_i64)
+        .map_or_else(|| "<unset>".to_string(), |min| min.to_string());
+    vec![
+        name_cell(item),
+        json!(format!(
+            "{}/{}",
+            text(item, "/spec/scaleTargetRef/kind"),
+            text(item, "/spec/scaleTargetRef/name")
+        )),
+        json!(hpa_targets(
+            list(item, "/spec/metrics"),
+            list(item, "/status/currentMetrics")
+        )),
+        json!(min_pods),
+        json!(int(item, "/spec/maxReplicas")),
+        json!(int(item, "/status/currentReplicas")),
+        creation_age(item, clock),
+    ]
+}
+
+/// Upstream's `formatHPAMetrics`: each metric as `current/target` (`<unknown>` before the
+/// autoscaler measured it), resource metrics prefixed with their name, the first two shown
+/// and the rest counted.
+fn hpa_targets(specs: &[Value], statuses: &[Value]) -> String {
+    const SHOWN: usize = 2;
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let quantity_at = |value: &Value, pointer: &str| {
+        value
+            .pointer(pointer)
+            .filter(|v| !v.is_null())
+            .and_then(super::quantity)
+    };
+    let shown: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .take(SHOWN)
+        .map(|(i, spec)| {
+            let status = statuses.get(i);
+            // The status entry for this metric's source, if the autoscaler wrote one.
+            let current = |source: &str, pointer: &str| {
+                status
+                    .and_then(|s| s.get(source))
+                    .filter(|s| !s.is_null())
+                    .and_then(|s| quantity_at(s, pointer))
+            };
+            let unknown = || "<unknown>".to_string();
+            match text(spec, "/type") {
+                source @ ("External" | "Object") => {
+                    let field = if source == "External" {
+                        "external"
+                    } else {
+                        "object"
+                    };
+                    match quantity_at(spec, &format!("/{field}/target/averageValue")) {
+                        Some(target) => format!(
+                            "{}/{target} (avg)",
+                            current(field, "/current/averageValue").unwrap_or_else(unknown)
+                        ),
+                        None => format!(
+                            "{}/{}",
+                            current(field, "/current/value").unwrap_or_else(unknown),
+                            quantity_at(spec, &format!("/{field}/target/value"))
+                                .unwrap_or_default()
+                        ),
+                    }
+                }
+                "Pods" => format!(
+                    "{}/{}",
+                    current("pods", "/current/averageValue").unwrap_or_else(unknown),
+                    quantity_at(spec, "/pods/target/averageValue").unwrap_or_default()
+                ),
+                source @ ("Resource" | "ContainerResource") => {
+                    let field = if source == "Resource" {
+                        "resource"
+                    } else {
+                        "containerResource"
+                    };
+                    let name = text(spec, &format!("/{field}/name"));
+                    match quantity_at(spec, &format!("/{field}/target/averageValue")) {
+                        Some(target) => format!(
+                            "{name}: {}/{target}",
+                            current(field, "/current/averageValue").unwrap_or_else(unknown)
+                        ),
+                        None => {
+                            let percent = |value: Option<i64>| value.map(|v| format!("{v}%"));
+                            let now = percent(status.and_then(|s| {
+                                s.pointer(&format!("/{field}/current/averageUtilization"))
+                                    .and_then(Value::as_i64)
+                            }));
+                            let target = percent(
+                                spec.pointer(&format!("/{field}/target/averageUtilization"))
+                                    .and_then(Value::as_i64),
+                            );
+                            format!(
+                                "{name}: {}/{}",
+                                now.unwrap_or_else(unknown),
+                                target.unwrap_or_else(|| "<auto>".into())
+                            )
+                        }
+                    }
+                }
+                _ => "<unknown type>".into(),
+            }
+        })
+        .collect();
+    let joined = shown.join(", ");
+    if specs.len() > SHOWN {
+        format!("{joined} + {} more...", specs.len() - SHOWN)
+    } else {
+        joined
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
@@ -616,5 +756,60 @@ mod tests {
         let bare = json!({"metadata": meta("r", 1)});
         let c = cells(&resource, &bare);
         assert_eq!((&c[1], &c[2]), (&json!("<none>"), &json!(0)));
+    }
+
+    #[test]
+    fn horizontal_pod_autoscalers_show_each_target() {
+        let resource = builtin("autoscaling", "horizontalpodautoscalers");
+        assert_eq!(
+            header_line(&resource),
+            [
+                "Name:string:0",
+                "Reference:string:0",
+                "Targets:string:0",
+                "MinPods:string:0",
+                "MaxPods:string:0",
+                "Replicas:string:0",
+                "Age:string:0"
+            ]
+        );
+        let v2 = json!({"metadata": meta("web", 90), "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+            "minReplicas": 2, "maxReplicas": 10,
+            "metrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+                {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "1k"}}}]},
+            "status": {"currentReplicas": 3, "desiredReplicas": 3, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 42, "averageValue": "120m"}}}]}});
+        assert_eq!(
+            cells(&resource, &v2),
+            [
+                json!("web"),
+                json!("Deployment/web"),
+                json!("cpu: 42%/80%, memory: <unknown>/500Mi + 1 more..."),
+                json!("2"),
+                json!(10),
+                json!(3),
+                json!("90s")
+            ]
+        );
+        // A v1 object (what a v1 list carries) prints the same as its v2 form.
+        let v1 = json!({"metadata": meta("old", 90), "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "old"},
+            "maxReplicas": 4, "targetCPUUtilizationPercentage": 50},
+            "status": {"currentReplicas": 1, "desiredReplicas": 1}});
+        assert_eq!(
+            cells(&resource, &v1)[1..6],
+            [
+                json!("Deployment/old"),
+                json!("cpu: <unknown>/50%"),
+                json!("<unset>"),
+                json!(4),
+                json!(1)
+            ]
+        );
+        let none = json!({"metadata": meta("none", 90), "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "x"}, "maxReplicas": 1, "metrics": []}});
+        assert_eq!(cells(&resource, &none)[2], json!("<none>"));
     }
 }
