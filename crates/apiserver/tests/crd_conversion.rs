@@ -26,7 +26,7 @@ const CRD_NAME: &str = "widgets.conv.example.com";
 
 /// The test converter: `spec.size` (a string) in v1, `spec.replicas` (an integer) in v2.
 /// `/wrong-count` answers with no object, `/rename` renames every object: bad answers the
-/// server must refuse.
+/// server must refuse. `/leaky` adds what no schema allows, which the server must prune.
 async fn convert(path: String, review: Value) -> Value {
     let request = &review["request"];
     if path == "/admit" {
@@ -47,6 +47,14 @@ async fn convert(path: String, review: Value) -> Value {
         .collect();
     match path.as_str() {
         "/wrong-count" => objects.clear(),
+        "/leaky" => {
+            // Fields no version's schema has, and a null where none is allowed: the server
+            // must prune both from what it stores and what it serves.
+            for object in &mut objects {
+                object["spec"]["leaked"] = json!("from the webhook");
+                object["status"] = json!({"ready": null});
+            }
+        }
         "/rename" => {
             for object in &mut objects {
                 let renamed = format!(
@@ -825,6 +833,67 @@ async fn a_conversion_webhook_is_reached_by_service_reference() {
     assert_eq!(
         failed["message"],
         "conversion webhook for conv.example.com/v2, Kind=Widget failed: Post \"https://webhook.hooks.svc:443/convert\": no endpoints available for service \"webhook\""
+    );
+    server.shutdown().await;
+}
+
+/// Upstream prunes a converted object with its version's schema (`unstructuredSchemaCoercer`):
+/// a field the webhook adds that the schema does not know, and a `null` the schema does not
+/// allow, are neither stored (the write converted to the storage version) nor served (the
+/// read converted back).
+#[tokio::test]
+async fn converted_objects_are_pruned_with_their_versions_schema() {
+    let hooks = start_converter().await;
+    let server = TestServer::start().await;
+    apply_crd(
+        &server.client,
+        crd(&hooks.url("/leaky"), &hooks.ca_bundle()),
+        "test",
+    )
+    .await;
+    let (v1, v2) = (widgets(&server, "v1"), widgets(&server, "v2"));
+    within(
+        WAIT,
+        v1.create(
+            &PostParams::default(),
+            &widget("v1", "w1", json!({"size": "3"})),
+        ),
+    )
+    .await
+    .expect("create in v1");
+    assert_eq!(
+        reviews_at(&hooks, "/leaky"),
+        vec![("conv.example.com/v2".to_string(), 1)],
+        "the write was converted by the leaky webhook"
+    );
+
+    // Stored (read in the storage version, no conversion): pruned.
+    let stored = within(WAIT, v2.get("w1")).await.expect("get in v2");
+    assert_eq!(spec(&stored), json!({"replicas": 3}));
+    assert!(
+        stored
+            .data
+            .get("status")
+            .is_none_or(|s| s.get("ready").is_none()),
+        "{:?}",
+        stored.data
+    );
+    assert_eq!(
+        hooks.calls().len(),
+        1,
+        "a read in the storage version is not converted"
+    );
+
+    // Served in v1 (converted again by the leaky webhook): pruned too.
+    let read = within(WAIT, v1.get("w1")).await.expect("get in v1");
+    assert_eq!(hooks.calls().len(), 2, "the read was converted");
+    assert_eq!(spec(&read), json!({"size": "3"}));
+    assert!(
+        read.data
+            .get("status")
+            .is_none_or(|s| s.get("ready").is_none()),
+        "{:?}",
+        read.data
     );
     server.shutdown().await;
 }

@@ -239,7 +239,8 @@ fn register(registry: &Registry, crd: &Value) -> Result<(), String> {
     let mut types = definition::resource_types(crd)?;
     let storage = storage_version(crd);
     let terminating = object::is_terminating(crd);
-    let conversion = crate::crd::conversion::ConversionWebhook::from_crd(crd).map(Arc::new);
+    let conversion = crate::crd::conversion::ConversionWebhook::from_crd(crd)
+        .map(|webhook| Arc::new(webhook.with_schemas(&types)));
     for t in &mut types {
         t.storage_version = storage.clone();
         t.conversion = conversion.clone();

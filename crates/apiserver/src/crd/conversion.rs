@@ -35,6 +35,7 @@
 //!   write answers with the object as validated in the request's version rather than the
 //!   round trip of the stored object back through the webhook.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use serde_json::{Map, Value, json};
 
+use crate::crd::schema::StructuralSchema;
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
 use crate::validation::FieldError;
@@ -67,6 +69,39 @@ pub struct ConversionWebhook {
     /// PEM certificates to trust; empty means the system roots.
     pub ca_bundle: Vec<u8>,
     pub review_versions: Vec<String>,
+    /// Each version's structural schema: what a converted object is pruned with.
+    pub schemas: VersionSchemas,
+}
+
+/// The structural schemas of a CRD's versions, by version name. Two are equal when they hold
+/// the same compiled schemas.
+#[derive(Clone, Debug, Default)]
+pub struct VersionSchemas(BTreeMap<String, Arc<StructuralSchema>>);
+
+impl PartialEq for VersionSchemas {
+    fn eq(&self, other: &VersionSchemas) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y))
+    }
+}
+
+impl Eq for VersionSchemas {}
+
+impl VersionSchemas {
+    /// What upstream's `unstructuredSchemaCoercer` does to an object a webhook converted to
+    /// `version`: fields its schema does not know are pruned, and `null`s it does not allow
+    /// (and would not default) dropped. Defaults are not applied here: upstream applies them
+    /// when it decodes an object, not when it converts one.
+    fn coerce(&self, version: &str, object: &mut Value) {
+        if let Some(schema) = self.0.get(version) {
+            schema.prune(object);
+            schema.prune_nulls_without_defaults(object);
+        }
+    }
 }
 
 impl ConversionWebhook {
@@ -115,7 +150,19 @@ impl ConversionWebhook {
             endpoint,
             ca_bundle,
             review_versions: crate::object::string_list(webhook.get("conversionReviewVersions")),
+            schemas: VersionSchemas::default(),
         })
+    }
+
+    /// The webhook with the schemas of `types`, the CRD's served versions.
+    pub fn with_schemas(mut self, types: &[ResourceType]) -> ConversionWebhook {
+        self.schemas = VersionSchemas(
+            types
+                .iter()
+                .filter_map(|t| Some((t.version.clone(), Arc::clone(t.schema.as_ref()?))))
+                .collect(),
+        );
+        self
     }
 }
 
@@ -323,9 +370,9 @@ impl Converter {
         let gvk = gvk_text(&from, &resource.kind);
         let started = Instant::now();
         let sent: Vec<Value> = pending.iter().map(|&i| objects[i].clone()).collect();
-        let result = self.call(webhook, &gvk, sent, desired).await;
         let from_version = from.rsplit('/').next().unwrap_or_default().to_string();
         let to_version = desired.rsplit('/').next().unwrap_or_default().to_string();
+        let result = self.call(webhook, &gvk, sent, desired).await;
         let converted = result.and_then(|converted| {
             if converted.len() != pending.len() {
                 return Err(format!(
@@ -336,14 +383,9 @@ impl Converter {
             }
             let mut checked = Vec::with_capacity(converted.len());
             for (n, (&i, answer)) in pending.iter().zip(converted).enumerate() {
-                checked.push(check_converted(
-                    &objects[i],
-                    answer,
-                    desired,
-                    &gvk,
-                    n,
-                    shape,
-                )?);
+                let mut object = check_converted(&objects[i], answer, desired, &gvk, n, shape)?;
+                webhook.schemas.coerce(&to_version, &mut object);
+                checked.push(object);
             }
             Ok(checked)
         });

@@ -1657,6 +1657,13 @@ impl StructuralSchema {
         prune_disallowed_nulls(object, Some(&self.root));
         apply_node_defaults(object, &self.root);
     }
+
+    /// The first half of [`StructuralSchema::apply_defaults`] alone: `null`s the schema does
+    /// not allow are dropped unless a default would replace them (upstream
+    /// `PruneNonNullableNullsWithoutDefaults`, which a converted object gets).
+    pub fn prune_nulls_without_defaults(&self, object: &mut Value) {
+        prune_disallowed_nulls(object, Some(&self.root));
+    }
 }
 
 fn prune_disallowed_nulls(value: &mut Value, node: Option<&Node>) {
