@@ -112,6 +112,15 @@ struct Cli {
         default_values_t = [0, 10_000, 100_000, 300_000]
     )]
     memory_sizes: Vec<u64>,
+    /// Which parts of high-availability to run: creates, failover, write-gap.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PART,PART,…",
+        value_delimiter = ',',
+        default_values_t = ["creates".to_string(), "failover".to_string(), "write-gap".to_string()]
+    )]
+    ha_parts: Vec<String>,
     /// ConfigMaps of 1 KiB in the listed collection (lists).
     #[arg(long, global = true, value_name = "N", default_value_t = 100_000)]
     list_objects: u64,
@@ -310,12 +319,20 @@ async fn main() -> anyhow::Result<()> {
         pods: cli.pods,
         memory_sizes: cli.memory_sizes.clone(),
         list_objects: cli.list_objects,
+        ha_parts: cli.ha_parts.clone(),
         watchers: cli.watchers,
         watch_rate: cli.watch_rate,
         audit_log_dir: cli.audit_log_dir.clone(),
     };
     if !(1..=10_000).contains(&settings.watchers) || !(1..=10_000).contains(&settings.watch_rate) {
         bail!("--watchers and --watch-rate must be between 1 and 10000");
+    }
+    if let Some(unknown) = settings
+        .ha_parts
+        .iter()
+        .find(|part| !["creates", "failover", "write-gap"].contains(&part.as_str()))
+    {
+        bail!("--ha-parts: unknown part {unknown:?}; the parts are creates, failover, write-gap");
     }
     if !(1..=MAX_OBJECTS).contains(&settings.list_objects) {
         bail!("--list-objects must be between 1 and {MAX_OBJECTS}");

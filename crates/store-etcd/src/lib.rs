@@ -6,7 +6,7 @@
 //! | `Store` | etcd |
 //! |---|---|
 //! | `get`, `range` | a linearizable `Range` (with `limit` and `revision`) |
-//! | `write` | one `Txn`: compare `mod_revision` (`MustNotExist` is `mod_revision == 0`, `MustExist` is `create_revision > 0`), then `Put`/`DeleteRange` with `prev_kv`, else `Range` of the key |
+//! | `write` | one `Txn`: compare `mod_revision` (`MustNotExist` is `mod_revision == 0`, `MustExist` is `create_revision > 0`), then `Put`/`DeleteRange` with `prev_kv` (not for a `MustNotExist` put, which has none), else `Range` of the key |
 //! | `watch` | `Watch` from `after + 1` with `prev_kv`, progress notifications and fragments, resumed inside the adapter |
 //! | `compact` | `Compact` |
 //! | `current_revision` | the header revision of a linearizable `Range` |

@@ -67,7 +67,9 @@ fn txn(store: &EtcdStore, op: &WriteOp, precondition: Precondition) -> TxnReques
         WriteOp::Put { value, .. } => Request::RequestPut(PutRequest {
             key: key.clone(),
             value: value.clone(),
-            prev_kv: true,
+            // A put that may only create has no previous value to return: asking would cost
+            // etcd a read of the key on every create.
+            prev_kv: precondition != Precondition::MustNotExist,
             ..Default::default()
         }),
         WriteOp::Delete { .. } => Request::RequestDeleteRange(DeleteRangeRequest {

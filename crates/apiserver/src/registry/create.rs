@@ -183,11 +183,25 @@ impl Registry {
             (Some(prefix), true) => prefix.clone(),
             _ => name.clone(),
         };
+        // The namespace as a recent create saw it, if one did: the guard below makes a stale
+        // entry cost a fresh check, never a create in a namespace that no longer accepts it.
+        // A dry run writes nothing, so nothing would check a remembered guard: it reads.
+        let remembered = namespace
+            .as_deref()
+            .filter(|_| !options.dry_run)
+            .and_then(|ns| self.admitted_namespaces.get(ns));
+        let mut guard_remembered = remembered.is_some();
         let mut namespace_guard = match &namespace {
-            Some(ns) => Some(
-                self.check_namespace_accepts_creates(ns, resource, &shown)
-                    .await?,
-            ),
+            Some(ns) => Some(match remembered {
+                Some(mod_revision) => Guard {
+                    key: namespace_key(ns).into_bytes(),
+                    mod_revision,
+                },
+                None => {
+                    self.check_namespace_accepts_creates(ns, resource, &shown)
+                        .await?
+                }
+            }),
             None => None,
         };
         // Validating webhooks see the object as it will be stored, generated name included
@@ -239,8 +253,11 @@ impl Registry {
                     )
                     .await?;
                 let Some(outcome) = outcome else {
-                    // The namespace changed since it was checked: check it again.
-                    namespace_checks += 1;
+                    // The namespace changed since it was checked: check it again. A
+                    // remembered guard that went stale is not one of the allowed changes.
+                    if !std::mem::replace(&mut guard_remembered, false) {
+                        namespace_checks += 1;
+                    }
                     let ns = namespace.as_deref().unwrap_or_default();
                     if namespace_checks > NAMESPACE_CHECKS {
                         return Err(ApiError::conflict(
@@ -312,11 +329,15 @@ impl Registry {
         resource: &ResourceType,
         name: &str,
     ) -> ApiResult<Guard> {
-        let key = format!("/registry/core/namespaces/{namespace}");
+        let key = namespace_key(namespace);
         let (kv, _) = self.store.get(key.as_bytes()).await?;
-        let kv = kv.ok_or_else(|| ApiError::namespace_not_found(namespace))?;
+        let Some(kv) = kv else {
+            self.admitted_namespaces.forget(namespace);
+            return Err(ApiError::namespace_not_found(namespace));
+        };
         let ns = decode(&kv)?;
         if object::is_terminating(&ns) {
+            self.admitted_namespaces.forget(namespace);
             return Err(ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
                 target(resource, name).qualified_resource()
@@ -333,11 +354,18 @@ impl Registry {
                 ..Details::default()
             }));
         }
+        self.admitted_namespaces
+            .remember(namespace, kv.mod_revision);
         Ok(Guard {
             key: key.into_bytes(),
             mod_revision: kv.mod_revision,
         })
     }
+}
+
+/// Where a namespace is stored.
+fn namespace_key(namespace: &str) -> String {
+    format!("/registry/core/namespaces/{namespace}")
 }
 
 /// The object a create stores after mutating webhooks changed `mutated`: the server's

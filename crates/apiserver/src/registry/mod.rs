@@ -26,6 +26,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 mod admit;
+mod admitted_namespaces;
 pub mod cloud_gc;
 mod commit;
 mod convert;
@@ -209,6 +210,8 @@ pub struct Registry {
     webhooks: Arc<crate::admission::Webhooks>,
     /// The CRD conversion webhooks objects cross versions through ([`convert`]).
     converter: Arc<crate::crd::conversion::Converter>,
+    /// Namespaces creates were recently admitted into (shared by every clone).
+    admitted_namespaces: Arc<admitted_namespaces::AdmittedNamespaces>,
 }
 
 /// The stored form of an object: JSON without `resourceVersion`, which is the key's
@@ -323,6 +326,7 @@ impl Registry {
             default_actor: None,
             webhooks,
             converter,
+            admitted_namespaces: Arc::default(),
         }
     }
 

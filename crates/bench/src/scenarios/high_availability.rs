@@ -12,6 +12,8 @@
 //!   with data in memory) when the etcd leader is killed, against the time etcd itself is
 //!   without an agreed leader.
 //!
+//! `--ha-parts` picks the parts (`creates`, `failover`, `write-gap`; default all).
+//!
 //! Every replica, etcd member and client runs on this machine and shares its CPUs: on a small
 //! machine, two replicas compete with each other, etcd and the harness for the same cores.
 
@@ -40,10 +42,18 @@ const WAIT_LIMIT: Duration = Duration::from_secs(90);
 
 pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()> {
     let binary = locate_binary(settings.finale_bin.as_deref())?;
-    create_rates(settings, report, &binary).await?;
-    controller_failover(settings, report, &binary, LeaseTimings::Default).await?;
-    controller_failover(settings, report, &binary, LeaseTimings::Short).await?;
-    write_gap(settings, report, &binary).await
+    let part = |name: &str| settings.ha_parts.iter().any(|p| p == name);
+    if part("creates") {
+        create_rates(settings, report, &binary).await?;
+    }
+    if part("failover") {
+        controller_failover(settings, report, &binary, LeaseTimings::Default).await?;
+        controller_failover(settings, report, &binary, LeaseTimings::Short).await?;
+    }
+    if part("write-gap") {
+        write_gap(settings, report, &binary).await?;
+    }
+    Ok(())
 }
 
 /// Starts `finale server` on etcd at `endpoints`, sharing `pki` with the other replicas.

@@ -72,6 +72,8 @@ pub struct Settings {
     pub memory_sizes: Vec<u64>,
     /// ConfigMaps in the collection `lists` reads.
     pub list_objects: u64,
+    /// The parts of `high-availability` to run (`creates`, `failover`, `write-gap`).
+    pub ha_parts: Vec<String>,
     /// Where `rbac-create`'s audited server writes its log; None: beside its store.
     pub audit_log_dir: Option<PathBuf>,
 }
