@@ -28,12 +28,12 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use crate::etcd::{self, EtcdAction, EtcdProcess};
-use crate::finale::{client_for, locate_binary, memory_of, reset_peak_memory, start_server};
+use crate::etcd::EtcdAction;
+use crate::finale::{locate_binary, memory_of, reset_peak_memory};
 use crate::report::{Figure, Report, Unit};
 use crate::scenarios::namespace_teardown::{etcd_batch, limit_for};
 use crate::scenarios::objects::{self, Action, Collection, Kind, Owners, send_expect};
-use crate::scenarios::{Settings, Side, payload};
+use crate::scenarios::{Settings, Side, SideBySide, payload};
 
 const SCENARIO: &str = "lists";
 const CLIENTS: usize = 64;
@@ -261,14 +261,9 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
 
     for run in 0..settings.runs {
         let dir = tempfile::tempdir().context("create a temporary directory")?;
-        let server = start_server(&binary, &dir.path().join("finale")).await?;
-        let clients: Vec<reqwest::Client> = (0..CLIENTS)
-            .map(|_| client_for(&server))
-            .collect::<anyhow::Result<_>>()?;
-        let etcd_process = EtcdProcess::start(&dir.path().join("etcd")).await?;
-        let etcd_client = etcd::connect(&etcd_process.endpoint).await?;
-        let server_pid = server.pid().context("the server has exited")?;
-        let etcd_pid = etcd_process.pid().context("etcd has exited")?;
+        let both = SideBySide::start(&binary, dir.path(), CLIENTS).await?;
+        let (server, clients, etcd_client) = (&both.server, &both.clients, &both.etcd_client);
+        let (server_pid, etcd_pid) = (both.server_pid, both.etcd_pid);
 
         objects::create_namespace(&clients[0], &server.url, NAMESPACE).await?;
         let collection = Collection::new(Kind::ConfigMap, &server.url, NAMESPACE);
@@ -278,12 +273,12 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
             owners: Owners::none(),
         };
         let filled = Instant::now();
-        objects::setup(&clients, &collection, objects, action, limit_for(objects)).await?;
+        objects::setup(clients, &collection, objects, action, limit_for(objects)).await?;
         let finale_fill = filled.elapsed();
         let prefix = Kind::ConfigMap.etcd_key_prefix(NAMESPACE);
         let filled = Instant::now();
         etcd_batch(
-            &etcd_client,
+            etcd_client,
             &prefix,
             objects,
             EtcdAction::Put(data.as_bytes().to_vec()),
@@ -318,7 +313,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                         measure(
                             etcd_pid,
                             objects,
-                            read_etcd(&etcd_client, &prefix, read, objects),
+                            read_etcd(etcd_client, &prefix, read, objects),
                         )
                         .await?
                     }
@@ -345,9 +340,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                 figures.push(side, measured);
             }
         }
-        drop(clients);
-        drop(server);
-        drop(etcd_process);
+        drop(both);
     }
     for figures in figures {
         report.figures.push(figures.time);

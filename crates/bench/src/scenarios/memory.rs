@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::etcd::{self, EtcdAction, EtcdProcess};
-use crate::finale::{Memory, client_for, locate_binary, memory_of, start_server};
+use crate::etcd::EtcdAction;
+use crate::finale::{Memory, locate_binary, memory_of};
 use crate::report::{Figure, Goal, Report, Unit};
 use crate::scenarios::namespace_teardown::{etcd_batch, limit_for};
 use crate::scenarios::objects::{self, Action, Collection, Kind, Owners};
-use crate::scenarios::{Settings, payload};
+use crate::scenarios::{Settings, SideBySide, payload};
 
 const SCENARIO: &str = "memory";
 const CLIENTS: usize = 64;
@@ -126,14 +126,9 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
 
     for run in 0..settings.runs {
         let dir = tempfile::tempdir().context("create a temporary directory")?;
-        let server = start_server(&binary, &dir.path().join("finale")).await?;
-        let clients: Vec<reqwest::Client> = (0..CLIENTS)
-            .map(|_| client_for(&server))
-            .collect::<anyhow::Result<_>>()?;
-        let etcd_process = EtcdProcess::start(&dir.path().join("etcd")).await?;
-        let etcd_client = etcd::connect(&etcd_process.endpoint).await?;
-        let server_pid = server.pid().context("the server has exited")?;
-        let etcd_pid = etcd_process.pid().context("etcd has exited")?;
+        let both = SideBySide::start(&binary, dir.path(), CLIENTS).await?;
+        let (server, clients, etcd_client) = (&both.server, &both.clients, &both.etcd_client);
+        let (server_pid, etcd_pid) = (both.server_pid, both.etcd_pid);
 
         let mut held = 0;
         let mut at_zero: Option<(Memory, Memory)> = None;
@@ -153,11 +148,11 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
                     owners: Owners::none(),
                 };
                 let created = Instant::now();
-                objects::setup(&clients, &collection, count, action, limit_for(count)).await?;
+                objects::setup(clients, &collection, count, action, limit_for(count)).await?;
                 let finale_chunk = created.elapsed();
                 let prefix = Kind::ConfigMap.etcd_key_prefix(&namespace);
                 let put = Instant::now();
-                etcd_batch(&etcd_client, &prefix, count, EtcdAction::Put(value.clone())).await?;
+                etcd_batch(etcd_client, &prefix, count, EtcdAction::Put(value.clone())).await?;
                 let etcd_chunk = put.elapsed();
                 if count == CHUNK {
                     chunk_times.push((finale_chunk, etcd_chunk));
@@ -244,9 +239,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> anyhow::Result<()>
             "creates_per_second": chunk_rates(|times| times.0),
             "etcd_puts_per_second": chunk_rates(|times| times.1),
         }));
-        drop(clients);
-        drop(server);
-        drop(etcd_process);
+        drop(both);
     }
     for figures in figures {
         report.figures.push(figures.rss);

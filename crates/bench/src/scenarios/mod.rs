@@ -91,6 +91,46 @@ impl Settings {
     }
 }
 
+/// A `finale server` and a single-member etcd on fresh data directories under one directory,
+/// with HTTPS clients of the server and one etcd client: what the scenarios that hold data on
+/// both sides (`memory`, `lists`) start each run with. Dropped in field order: the clients,
+/// then the server, then etcd.
+pub struct SideBySide {
+    pub clients: Vec<reqwest::Client>,
+    pub server: finale_e2e::FinaleServer,
+    pub etcd_client: finale_etcd_rpc::Client,
+    /// Held so that dropping the pair stops etcd.
+    _etcd: crate::etcd::EtcdProcess,
+    pub server_pid: u32,
+    pub etcd_pid: u32,
+}
+
+impl SideBySide {
+    pub async fn start(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        clients: usize,
+    ) -> anyhow::Result<SideBySide> {
+        use anyhow::Context;
+        let server = crate::finale::start_server(binary, &dir.join("finale")).await?;
+        let clients = (0..clients)
+            .map(|_| crate::finale::client_for(&server))
+            .collect::<anyhow::Result<_>>()?;
+        let etcd = crate::etcd::EtcdProcess::start(&dir.join("etcd")).await?;
+        let etcd_client = crate::etcd::connect(&etcd.endpoint).await?;
+        let server_pid = server.pid().context("the server has exited")?;
+        let etcd_pid = etcd.pid().context("etcd has exited")?;
+        Ok(SideBySide {
+            clients,
+            server,
+            etcd_client,
+            _etcd: etcd,
+            server_pid,
+            etcd_pid,
+        })
+    }
+}
+
 /// Bytes per stored value, the size the figures are defined for.
 pub const VALUE_BYTES: usize = 512;
 

@@ -224,6 +224,8 @@ mod tests {
             plan_dependents: 1,
             pods: 1,
             memory_sizes: vec![0],
+            list_objects: 1,
+            ha_parts: Vec::new(),
             watchers: 1,
             watch_rate: 1,
             audit_log_dir: None,
