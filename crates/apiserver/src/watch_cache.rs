@@ -97,14 +97,11 @@ impl CachedEvent {
         let previous = self.previous.as_ref()?;
         // As for the lines: a poisoned lock still holds a valid weak reference.
         let mut gone = self.gone.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = gone.upgrade() {
-            return Some(shared);
-        }
-        let mut copy = (**previous).clone();
-        set_resource_version(&mut copy, self.revision);
-        let copy = Arc::new(copy);
-        *gone = Arc::downgrade(&copy);
-        Some(copy)
+        Some(shared_or_made(&mut gone, || {
+            let mut copy = (**previous).clone();
+            set_resource_version(&mut copy, self.revision);
+            copy
+        }))
     }
 
     /// The JSON watch line of this event sent as `event_type` with `object`, encoded by the
@@ -121,13 +118,20 @@ impl CachedEvent {
         // A poisoned lock only means another watcher panicked while encoding: the slots are
         // still valid weak references.
         let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = lines[slot].upgrade() {
-            return Bytes::from_owner(SharedLine(shared));
-        }
-        let encoded = Arc::new(encode_line(event_type, object));
-        lines[slot] = Arc::downgrade(&encoded);
+        let encoded = shared_or_made(&mut lines[slot], || encode_line(event_type, object));
         Bytes::from_owner(SharedLine(encoded))
     }
+}
+
+/// What `slot` still points at, if a watcher holds it; else a value from `make`, which `slot`
+/// then points at weakly, so that the event keeps nothing once no watcher does.
+fn shared_or_made<T>(slot: &mut Weak<T>, make: impl FnOnce() -> T) -> Arc<T> {
+    if let Some(shared) = slot.upgrade() {
+        return shared;
+    }
+    let made = Arc::new(make());
+    *slot = Arc::downgrade(&made);
+    made
 }
 
 /// An encoded watch line owned jointly by the watchers sending it.

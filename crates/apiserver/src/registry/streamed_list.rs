@@ -2,8 +2,8 @@
 //! JSON list encoder (KEP-5116, `StreamingCollectionEncodingToJSON`, beta and on by default).
 //!
 //! A list without `limit` of a large collection used to be read whole from the store, decoded
-//! whole, and encoded whole before the first byte left: about five times the collection's
-//! stored size at once. Here the store is read a batch of keys at a time, at the revision of
+//! whole, and encoded whole before the first byte left: 1.3 GB at once for 100 000 objects
+//! of 1 KiB (`finale-bench lists`). Here the store is read a batch of keys at a time, at the revision of
 //! the first batch, and each batch is encoded and handed to the response body before the next
 //! is read, so the memory a list holds at once is a batch, whatever the collection's size.
 //!

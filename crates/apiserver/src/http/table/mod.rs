@@ -27,8 +27,8 @@
 //!   volume attachments;
 //! - [`cluster`] has RBAC bindings, priority and runtime classes, disruption budgets, leases and
 //!   Finale's own kinds;
-//! - [`control_plane`] has admission webhook configurations and policies, FlowSchemas and
-//!   priority levels.
+//! - [`control_plane`] has admission webhook configurations and policies, FlowSchemas,
+//!   priority levels and APIServices.
 //!
 //! # Caveats
 //! - Objects are printed as stored. Upstream prints defaulted objects, so the few defaults the
